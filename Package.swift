@@ -1,0 +1,21 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "CachingProtocol",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
+    products: [
+        .library(name: "CachingProtocol", targets: ["CachingProtocol"]),
+        .executable(name: "Demo", targets: ["Demo"]),
+    ],
+    targets: [
+        // The library: Foundation (and FoundationNetworking on Linux) only.
+        .target(name: "CachingProtocol"),
+        // An in-process HTTP/1.1 origin on a random loopback port, shared by the Demo and the tests.
+        .target(name: "LoopbackOrigin"),
+        .executableTarget(name: "Demo", dependencies: ["CachingProtocol", "LoopbackOrigin"]),
+        .testTarget(name: "CachingProtocolTests", dependencies: ["CachingProtocol", "LoopbackOrigin"]),
+        .testTarget(name: "LoopbackOriginTests", dependencies: ["LoopbackOrigin"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,103 @@
+import Foundation
+
+/// An ordered list of HTTP header fields with case-insensitive lookup.
+///
+/// Foundation hands headers around as `[AnyHashable: Any]` dictionaries; this type keeps them as
+/// name/value pairs, which is what the entry format stores and what 304 merging needs.
+struct HTTPHeaders: Sendable, Equatable {
+    struct Field: Sendable, Equatable {
+        var name: String
+        var value: String
+    }
+
+    private(set) var fields: [Field]
+
+    init(_ fields: [Field] = []) {
+        self.fields = fields
+    }
+
+    /// The fields of a Foundation header dictionary, sorted by name so that equal dictionaries
+    /// give equal values.
+    init(_ dictionary: [AnyHashable: Any]) {
+        var fields: [Field] = []
+        fields.reserveCapacity(dictionary.count)
+        for (name, value) in dictionary {
+            guard let name = name as? String else { continue }
+            fields.append(Field(name: name, value: (value as? String) ?? String(describing: value)))
+        }
+        fields.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
+        self.fields = fields
+    }
+
+    init(_ dictionary: [String: String]) {
+        self.init(dictionary as [AnyHashable: Any])
+    }
+
+    var isEmpty: Bool { fields.isEmpty }
+
+    /// The value of the field called `name`; repeated fields are joined with ", " as RFC 9110
+    /// §5.3 allows for list-valued fields.
+    subscript(name: String) -> String? {
+        var result: String?
+        for field in fields where field.name.isEqualIgnoringASCIICase(name) {
+            if let existing = result {
+                result = existing + ", " + field.value
+            } else {
+                result = field.value
+            }
+        }
+        return result
+    }
+
+    func contains(_ name: String) -> Bool {
+        fields.contains { $0.name.isEqualIgnoringASCIICase(name) }
+    }
+
+    /// Replaces every field called `name` with one field at the position of the first, or removes
+    /// them all when `value` is nil.
+    mutating func set(_ name: String, _ value: String?) {
+        let position = fields.firstIndex { $0.name.isEqualIgnoringASCIICase(name) } ?? fields.count
+        fields.removeAll { $0.name.isEqualIgnoringASCIICase(name) }
+        guard let value else { return }
+        // Every removed field sat at or after `position`, so it still points where the first one was.
+        fields.insert(Field(name: name, value: value), at: min(position, fields.count))
+    }
+
+    mutating func remove(_ name: String) {
+        set(name, nil)
+    }
+
+    /// The fields as a Foundation header dictionary (repeated fields joined with ", ").
+    var dictionary: [String: String] {
+        var result: [String: String] = [:]
+        result.reserveCapacity(fields.count)
+        for field in fields {
+            if let existing = result[field.name] {
+                result[field.name] = existing + ", " + field.value
+            } else {
+                result[field.name] = field.value
+            }
+        }
+        return result
+    }
+
+    /// Bytes the fields occupy, as counted against a tier's capacity.
+    var byteCount: Int {
+        fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+    }
+}
+
+extension StringProtocol {
+    /// ASCII case-insensitive equality: HTTP field names and directive names are ASCII tokens, so
+    /// this avoids the Unicode case mapping `lowercased()` does (and its allocation).
+    func isEqualIgnoringASCIICase<Other: StringProtocol>(_ other: Other) -> Bool {
+        let lhs = utf8, rhs = other.utf8
+        guard lhs.count == rhs.count else { return false }
+        return zip(lhs, rhs).allSatisfy { asciiLowercased($0) == asciiLowercased($1) }
+    }
+}
+
+@inline(__always)
+func asciiLowercased(_ byte: UInt8) -> UInt8 {
+    (byte >= 0x41 && byte <= 0x5A) ? byte | 0x20 : byte
+}

@@ -1,0 +1,38 @@
+import Foundation
+
+/// The one error type of the package. Each error carries a code (compare with the static members,
+/// e.g. `error.code == .diskUnavailable`) and a readable description with the context.
+///
+/// Errors from the network are not wrapped: the app receives the `URLError` the upstream session
+/// produced, exactly as it would without the cache.
+public struct CachingError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong, without the context. New codes may be added without breaking callers.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// The cache directory cannot be created or written; the disk tier is off, memory still works.
+        public static let diskUnavailable = Code("diskUnavailable")
+        /// An entry could not be written (disk full, directory removed, permissions).
+        public static let diskWriteFailed = Code("diskWriteFailed")
+        /// An entry file was torn, truncated, of another version or not ours; it was removed.
+        public static let corruptEntry = Code("corruptEntry")
+        /// `URLSession.shared` existed before `CachingURLProtocol.register()`, so it never consults the protocol.
+        public static let registeredTooLate = Code("registeredTooLate")
+        /// The request may only be answered from the cache (offline mode, `only-if-cached`,
+        /// `.returnCacheDataDontLoad`) and nothing usable is stored.
+        public static let notInCache = Code("notInCache")
+    }
+
+    public let code: Code
+    /// Context: the path, URL or reason.
+    public let detail: String
+
+    init(_ code: Code, _ detail: String) {
+        self.code = code
+        self.detail = detail
+    }
+
+    public var description: String { "CachingError.\(code): \(detail)" }
+}

@@ -1,0 +1,115 @@
+/// A 64-bit non-cryptographic hash whose value is the same in every process and on every platform
+/// (the XXH64 algorithm, implemented here from its public specification).
+///
+/// Swift's `Hasher` is seeded per process, so it cannot name files or fingerprint credentials
+/// that must be recognised after a restart. This one can, and it runs at several GB/s, which
+/// makes it cheap enough to checksum whole entry files on every disk read.
+enum StableHash {
+    private static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
+    private static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
+    private static let prime3: UInt64 = 0x1656_67B1_9E37_79F9
+    private static let prime4: UInt64 = 0x85EB_CA77_C2B2_AE63
+    private static let prime5: UInt64 = 0x27D4_EB2F_1656_67C5
+
+    /// Hashes the bytes of `buffer` with `seed`.
+    static func hash(_ buffer: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
+        let count = buffer.count
+        guard let base = buffer.baseAddress, count > 0 else { return finalize(seed &+ prime5, length: 0) }
+        var offset = 0
+        var accumulator: UInt64
+
+        if count >= 32 {
+            var lane1 = seed &+ prime1 &+ prime2
+            var lane2 = seed &+ prime2
+            var lane3 = seed
+            var lane4 = seed &- prime1
+            let stripesEnd = count - 32
+            while offset <= stripesEnd {
+                lane1 = round(lane1, readWord(base, offset))
+                lane2 = round(lane2, readWord(base, offset + 8))
+                lane3 = round(lane3, readWord(base, offset + 16))
+                lane4 = round(lane4, readWord(base, offset + 24))
+                offset += 32
+            }
+            accumulator = rotate(lane1, 1) &+ rotate(lane2, 7) &+ rotate(lane3, 12) &+ rotate(lane4, 18)
+            accumulator = merge(accumulator, lane1)
+            accumulator = merge(accumulator, lane2)
+            accumulator = merge(accumulator, lane3)
+            accumulator = merge(accumulator, lane4)
+        } else {
+            accumulator = seed &+ prime5
+        }
+
+        accumulator &+= UInt64(count)
+        while offset + 8 <= count {
+            accumulator ^= round(0, readWord(base, offset))
+            accumulator = rotate(accumulator, 27) &* prime1 &+ prime4
+            offset += 8
+        }
+        if offset + 4 <= count {
+            let half = UInt64(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+            accumulator ^= half &* prime1
+            accumulator = rotate(accumulator, 23) &* prime2 &+ prime3
+            offset += 4
+        }
+        while offset < count {
+            accumulator ^= UInt64(base.load(fromByteOffset: offset, as: UInt8.self)) &* prime5
+            accumulator = rotate(accumulator, 11) &* prime1
+            offset += 1
+        }
+        return avalanche(accumulator)
+    }
+
+    /// Hashes the UTF-8 bytes of `string`.
+    static func hash(_ string: String, seed: UInt64 = 0) -> UInt64 {
+        var string = string
+        return string.withUTF8 { hash(UnsafeRawBufferPointer($0), seed: seed) }
+    }
+
+    /// A 128-bit digest as 32 lowercase hex digits: two hashes of `string` with different seeds.
+    /// Used for entry file names, so a file name never contains any part of a URL.
+    static func hexDigest128(_ string: String) -> String {
+        hex(hash(string, seed: 0)) + hex(hash(string, seed: prime3))
+    }
+
+    /// `value` as 16 lowercase hex digits, zero-padded.
+    static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+
+    @inline(__always)
+    private static func readWord(_ base: UnsafeRawPointer, _ offset: Int) -> UInt64 {
+        UInt64(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+    }
+
+    @inline(__always)
+    private static func rotate(_ value: UInt64, _ bits: UInt64) -> UInt64 {
+        (value << bits) | (value >> (64 - bits))
+    }
+
+    @inline(__always)
+    private static func round(_ accumulator: UInt64, _ input: UInt64) -> UInt64 {
+        rotate(accumulator &+ input &* prime2, 31) &* prime1
+    }
+
+    @inline(__always)
+    private static func merge(_ accumulator: UInt64, _ lane: UInt64) -> UInt64 {
+        (accumulator ^ round(0, lane)) &* prime1 &+ prime4
+    }
+
+    private static func finalize(_ accumulator: UInt64, length: Int) -> UInt64 {
+        avalanche(accumulator &+ UInt64(length))
+    }
+
+    @inline(__always)
+    private static func avalanche(_ value: UInt64) -> UInt64 {
+        var hash = value
+        hash ^= hash >> 33
+        hash &*= prime2
+        hash ^= hash >> 29
+        hash &*= prime3
+        hash ^= hash >> 32
+        return hash
+    }
+}

@@ -1,0 +1,25 @@
+import XCTest
+@testable import CachingProtocol
+
+final class StableHashTests: XCTestCase {
+    /// Reference values of the XXH64 specification, so the file names of a cache written by one
+    /// build are the file names another build looks for.
+    func testMatchesReferenceVectors() {
+        XCTAssertEqual(StableHash.hash(""), 0xEF46_DB37_51D8_E999)
+        XCTAssertEqual(StableHash.hash("a"), 0xD24E_C4F1_A98C_6E5B)
+        XCTAssertEqual(StableHash.hash("abc"), 0x44BC_2CF5_AD77_0999)
+    }
+
+    func testLongInputsUseEveryLane() {
+        let text = String(repeating: "0123456789abcdef", count: 40)
+        XCTAssertEqual(StableHash.hash(text), 0x58A5_A357_BA28_14C3)
+        XCTAssertEqual(StableHash.hash(text, seed: 1), 0xA3F2_0D8F_8D8C_44B1)
+        XCTAssertNotEqual(StableHash.hash(text), StableHash.hash(text + "x"))
+    }
+
+    func testDigestIsThirtyTwoHexDigits() {
+        let digest = StableHash.hexDigest128("GET https://example.com/?q=1")
+        XCTAssertEqual(digest.count, 32)
+        XCTAssertTrue(digest.allSatisfy { $0.isHexDigit && !$0.isUppercase })
+    }
+}
