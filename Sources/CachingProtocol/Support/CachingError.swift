@@ -23,6 +23,10 @@ public struct CachingError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The request may only be answered from the cache (offline mode, `only-if-cached`,
         /// `.returnCacheDataDontLoad`) and nothing usable is stored.
         public static let notInCache = Code("notInCache")
+        /// The task kind cannot be served through a `URLProtocol` on this platform (download tasks on Linux).
+        public static let unsupportedTask = Code("unsupportedTask")
+        /// A request started after ``CachingURLProtocol/unregister()`` removed the installation.
+        public static let notInstalled = Code("notInstalled")
     }
 
     public let code: Code

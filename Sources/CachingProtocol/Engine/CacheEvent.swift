@@ -1,0 +1,74 @@
+import Foundation
+
+/// One request the protocol answered, as reported to ``CachingConfiguration/observer``.
+public struct CacheEvent: Sendable {
+    /// Where the answer came from.
+    public enum Outcome: Sendable, Equatable, CaseIterable {
+        /// Served from the cache; the origin was not contacted.
+        case hit
+        /// Served stale from the cache because the request allowed it (`max-stale`,
+        /// `.returnCacheDataElseLoad`, offline mode) or while a background revalidation runs
+        /// (`stale-while-revalidate`).
+        case staleHit
+        /// The origin confirmed the stored response (304, or a `HEAD` with the same validators);
+        /// the body came from the cache.
+        case revalidatedNotModified
+        /// The origin had a newer response; it replaced the stored one.
+        case revalidatedChanged
+        /// Nothing usable was stored; the response came from the origin.
+        case fetched
+        /// The origin failed or answered 5xx, and a stale stored response was served instead.
+        case staleAfterError
+        /// Only the cache could answer and it had nothing usable.
+        case notInCache
+        /// The request failed.
+        case failed
+    }
+
+    /// The cache key, e.g. `GET https://example.com/feed?page=2`.
+    public var key: String
+    public var outcome: Outcome
+    /// The status the origin sent for this request, if it was contacted (304 for a successful
+    /// revalidation).
+    public var originStatus: Int?
+    /// The methods sent upstream for this request, in order (e.g. `["HEAD", "GET"]`); empty for
+    /// a hit. Shared upstream requests are listed for every request that joined them.
+    public var upstreamMethods: [String]
+    /// Body bytes received from the origin for this request.
+    public var upstreamBytes: Int
+    /// Body bytes handed to the app.
+    public var deliveredBytes: Int
+    /// True when the request joined an identical request already on its way to the origin.
+    public var collapsed: Bool
+    /// From the start of loading to the answer, in seconds (wall clock, not the injected clock).
+    public var duration: TimeInterval
+}
+
+/// Counters of an installation, since it was installed.
+public struct CacheStatistics: Sendable, Equatable {
+    /// Answers served from the cache without contacting the origin (fresh).
+    public var hits = 0
+    /// Answers served stale by request, offline mode or stale-while-revalidate.
+    public var staleHits = 0
+    /// Revalidations (304 or same validators) that kept the stored body.
+    public var revalidations = 0
+    /// Revalidations that found a changed resource.
+    public var changed = 0
+    /// Requests that had to be fetched from the origin.
+    public var misses = 0
+    /// Stale answers served because the origin failed.
+    public var staleServedAfterError = 0
+    /// Requests that joined an identical upstream request.
+    public var collapsed = 0
+    /// Requests that failed (including "not in cache").
+    public var failures = 0
+    /// Body bytes received from origins.
+    public var upstreamBytes = 0
+    /// Body bytes handed to apps.
+    public var deliveredBytes = 0
+    /// A running estimate of upstream throughput in bytes per second, from transfers of at least
+    /// 16 KB (smaller ones measure latency, not bandwidth); nil until one was seen.
+    public var estimatedBandwidth: Double?
+
+    public init() {}
+}

@@ -1,0 +1,41 @@
+/// A `Cache-Status` field value (RFC 9211) describing how this cache handled one request.
+struct CacheStatus: Sendable, Equatable {
+    /// Why the request went to the origin (the `fwd` parameter); nil for a hit.
+    enum Forward: String, Sendable {
+        /// Nothing was stored for the URL.
+        case uriMiss = "uri-miss"
+        /// Something was stored for the URL, but not for this request's `Vary` headers or credentials.
+        case varyMiss = "vary-miss"
+        /// A stored response existed but was stale (revalidation).
+        case stale
+        /// The request asked for a reload (`no-cache`, `.reloadIgnoringLocalCacheData`).
+        case request
+    }
+
+    /// The cache's name in the header.
+    static let cacheName = "CachingProtocol"
+
+    var forward: Forward?
+    var forwardStatus: Int?
+    var stored = false
+    var timeToLive: Int?
+    var detail: String?
+
+    static func hit(timeToLive: Int, detail: String? = nil) -> CacheStatus {
+        CacheStatus(forward: nil, forwardStatus: nil, stored: false, timeToLive: timeToLive, detail: detail)
+    }
+
+    var headerValue: String {
+        var value = Self.cacheName
+        if let forward {
+            value += "; fwd=\(forward.rawValue)"
+            if let forwardStatus { value += "; fwd-status=\(forwardStatus)" }
+            if stored { value += "; stored" }
+        } else {
+            value += "; hit"
+        }
+        if let timeToLive { value += "; ttl=\(timeToLive)" }
+        if let detail { value += "; detail=\(detail)" }
+        return value
+    }
+}

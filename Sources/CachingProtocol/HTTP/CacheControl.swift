@@ -1,0 +1,167 @@
+/// The directives of a `Cache-Control` field (RFC 9111 §5.2), for a request or a response.
+///
+/// Parsing never fails: unknown directives are ignored, and a freshness directive whose value is
+/// not a valid delta-seconds (`max-age=-1`, `max-age=abc`, two different `max-age` values) sets
+/// `hasInvalidFreshness`, which the policy treats as "stale at once" as RFC 9111 §4.2.1
+/// recommends. Values above 2^31 are clamped to 2^31 (RFC 9111 §1.2.2).
+struct CacheControl: Sendable, Equatable {
+    /// How much staleness a request accepts (`max-stale` with or without a value).
+    enum MaxStale: Sendable, Equatable {
+        case any
+        case seconds(Int)
+    }
+
+    var maxAge: Int?
+    var sharedMaxAge: Int?
+    var maxStale: MaxStale?
+    var minFresh: Int?
+    var staleWhileRevalidate: Int?
+    var staleIfError: Int?
+    var noCache = false
+    var noStore = false
+    var noTransform = false
+    var onlyIfCached = false
+    var isPrivate = false
+    var isPublic = false
+    var mustRevalidate = false
+    var proxyRevalidate = false
+    var mustUnderstand = false
+    var immutable = false
+    /// A freshness directive was present but unusable; the response is to be treated as stale.
+    var hasInvalidFreshness = false
+
+    /// The largest delta-seconds value a cache must handle (RFC 9111 §1.2.2).
+    static let maximumDeltaSeconds = 2_147_483_648
+
+    init() {}
+
+    /// Parses a field value; nil or empty gives no directives.
+    init(_ value: String?) {
+        guard let value, !value.isEmpty else { return }
+        for (name, argument) in Self.directives(in: value) {
+            apply(name: name, argument: argument)
+        }
+    }
+
+    /// True when any directive was present.
+    var isEmpty: Bool { self == CacheControl() }
+
+    private mutating func apply(name: Substring, argument: Substring?) {
+        switch name.lowercased() {
+        case "max-age": maxAge = freshnessSeconds(maxAge, argument)
+        case "s-maxage": sharedMaxAge = Self.otherSeconds(sharedMaxAge, argument)
+        case "min-fresh": minFresh = Self.otherSeconds(minFresh, argument)
+        case "stale-while-revalidate": staleWhileRevalidate = Self.otherSeconds(staleWhileRevalidate, argument)
+        case "stale-if-error": staleIfError = Self.otherSeconds(staleIfError, argument)
+        case "max-stale":
+            if let argument {
+                if let seconds = Self.deltaSeconds(argument) { maxStale = .seconds(seconds) }
+            } else {
+                maxStale = .any
+            }
+        // The qualified forms (`no-cache="Set-Cookie"`, `private="…"`) are treated as unqualified,
+        // which RFC 9111 §5.2.2.4 and §5.2.2.7 allow and which is the stricter reading.
+        case "no-cache": noCache = true
+        case "no-store": noStore = true
+        case "no-transform": noTransform = true
+        case "only-if-cached": onlyIfCached = true
+        case "private": isPrivate = true
+        case "public": isPublic = true
+        case "must-revalidate": mustRevalidate = true
+        case "proxy-revalidate": proxyRevalidate = true
+        case "must-understand": mustUnderstand = true
+        case "immutable": immutable = true
+        default: break
+        }
+    }
+
+    /// A freshness directive's value: an invalid or conflicting one marks the response stale.
+    private mutating func freshnessSeconds(_ existing: Int?, _ argument: Substring?) -> Int? {
+        guard let seconds = argument.flatMap(Self.deltaSeconds), existing == nil || existing == seconds else {
+            hasInvalidFreshness = true
+            return 0
+        }
+        return seconds
+    }
+
+    /// Any other delta-seconds directive: an invalid value is ignored, duplicates keep the smaller.
+    private static func otherSeconds(_ existing: Int?, _ argument: Substring?) -> Int? {
+        guard let seconds = argument.flatMap(deltaSeconds) else { return existing }
+        return existing.map { min($0, seconds) } ?? seconds
+    }
+
+    /// `1*DIGIT`, clamped to 2^31; nil for anything else (signs, decimals, empty, spaces).
+    static func deltaSeconds(_ text: Substring) -> Int? {
+        guard !text.isEmpty else { return nil }
+        var value = 0
+        for byte in text.utf8 {
+            guard byte >= 0x30, byte <= 0x39 else { return nil }
+            if value < maximumDeltaSeconds {
+                value = value * 10 + Int(byte - 0x30)
+            }
+        }
+        return min(value, maximumDeltaSeconds)
+    }
+
+    /// Splits a list of directives at commas outside quoted strings; names and unquoted values
+    /// are trimmed; quoted values are unescaped.
+    static func directives(in value: String) -> [(name: Substring, argument: Substring?)] {
+        var result: [(Substring, Substring?)] = []
+        var index = value.startIndex
+        let end = value.endIndex
+        while index < end {
+            // Skip separators and whitespace.
+            while index < end, value[index] == "," || value[index] == " " || value[index] == "\t" {
+                index = value.index(after: index)
+            }
+            guard index < end else { break }
+            let nameStart = index
+            while index < end, value[index] != "=", value[index] != "," {
+                index = value.index(after: index)
+            }
+            let name = trimmed(value[nameStart..<index])
+            var argument: Substring?
+            if index < end, value[index] == "=" {
+                index = value.index(after: index)
+                while index < end, value[index] == " " || value[index] == "\t" {
+                    index = value.index(after: index)
+                }
+                if index < end, value[index] == "\"" {
+                    index = value.index(after: index)
+                    var unescaped = ""
+                    while index < end, value[index] != "\"" {
+                        if value[index] == "\\" {
+                            index = value.index(after: index)
+                            guard index < end else { break }
+                        }
+                        unescaped.append(value[index])
+                        index = value.index(after: index)
+                    }
+                    if index < end { index = value.index(after: index) }
+                    argument = Substring(unescaped)
+                    // Ignore anything between the closing quote and the next comma.
+                    while index < end, value[index] != "," {
+                        index = value.index(after: index)
+                    }
+                } else {
+                    let argumentStart = index
+                    while index < end, value[index] != "," {
+                        index = value.index(after: index)
+                    }
+                    argument = trimmed(value[argumentStart..<index])
+                }
+            }
+            if !name.isEmpty {
+                result.append((name, argument))
+            }
+        }
+        return result
+    }
+
+    private static func trimmed(_ text: Substring) -> Substring {
+        var text = text
+        while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
+        while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
+        return text
+    }
+}

@@ -1,0 +1,259 @@
+import Foundation
+
+/// The validators sent when revalidating a stored response.
+struct RevalidationConditions: Sendable, Equatable {
+    var ifNoneMatch: String?
+    var ifModifiedSince: String?
+
+    /// The validators of `entry`, or nil when it has none (then it can only be refetched).
+    init?(_ entry: CacheEntry) {
+        ifNoneMatch = entry.headers["ETag"]
+        ifModifiedSince = entry.headers["Last-Modified"]
+        if ifNoneMatch == nil && ifModifiedSince == nil { return nil }
+    }
+}
+
+/// What to do with a cacheable request, given what is stored: the output of the decision core.
+enum CacheDecision: Sendable, Equatable {
+    /// Answer with the stored response; no network. `isStale` is true when the request accepted
+    /// a stale answer (`max-stale`, `.returnCacheDataElseLoad`, offline mode).
+    case useStored(CacheEntry, isStale: Bool)
+    /// Answer with the stored (stale) response now and revalidate in the background
+    /// (`stale-while-revalidate`).
+    case useStoredAndRevalidate(CacheEntry, RevalidationConditions)
+    /// Ask the origin whether the stored response is still current.
+    case revalidate(CacheEntry, RevalidationConditions)
+    /// Load from the origin: nothing usable is stored, or the request asked for a reload. The
+    /// entry, if any, is what a failure may fall back to.
+    case fetch(fallback: CacheEntry?)
+    /// Only the cache may answer and nothing usable is stored.
+    case unavailable
+}
+
+/// Whether and how long a response is stored: the output of the storage half of the core.
+enum StorageDecision: Sendable, Equatable {
+    case store(freshnessLifetime: TimeInterval, initialAge: TimeInterval)
+    case doNotStore(reason: String)
+}
+
+extension CachingPolicy {
+    // MARK: Reuse
+
+    /// Decides how `request` is answered given the variant that matched it (if any) at `now`.
+    /// `offline` is the installation-wide offline switch: any stored response is acceptable.
+    func decision(for request: CacheRequest, stored: CacheEntry?, now: Date, offline: Bool = false) -> CacheDecision {
+        guard let entry = stored else {
+            return offline || request.mode == .onlyCache || request.directives.onlyIfCached ? .unavailable : .fetch(fallback: nil)
+        }
+        let timeToLive = entry.timeToLive(at: now)
+        switch request.mode {
+        case .reload, .reloadFromOrigin:
+            return .fetch(fallback: entry)
+        case .preferCache, .onlyCache:
+            return .useStored(entry, isStale: timeToLive <= 0)
+        case .revalidate:
+            return RevalidationConditions(entry).map { .revalidate(entry, $0) } ?? .fetch(fallback: entry)
+        case .normal:
+            break
+        }
+        if offline {
+            return .useStored(entry, isStale: timeToLive <= 0)
+        }
+
+        let directives = request.directives
+        var freshEnough = timeToLive > 0 && !directives.noCache
+        if let maxAge = directives.maxAge, entry.age(at: now) > TimeInterval(maxAge) { freshEnough = false }
+        if let minFresh = directives.minFresh, timeToLive < TimeInterval(minFresh) { freshEnough = false }
+        if freshEnough {
+            return .useStored(entry, isStale: false)
+        }
+
+        let conditions = RevalidationConditions(entry)
+        if !directives.noCache, timeToLive <= 0 {
+            let stored = storedDirectives(entry)
+            let staleness = -timeToLive
+            if mayServeStale(stored) {
+                if let maxStale = directives.maxStale {
+                    switch maxStale {
+                    case .any: return .useStored(entry, isStale: true)
+                    case .seconds(let limit) where staleness <= TimeInterval(limit): return .useStored(entry, isStale: true)
+                    default: break
+                    }
+                }
+                if let window = stored.staleWhileRevalidate, staleness <= TimeInterval(window), let conditions {
+                    return .useStoredAndRevalidate(entry, conditions)
+                }
+            }
+        }
+        if directives.onlyIfCached {
+            return .unavailable
+        }
+        return conditions.map { .revalidate(entry, $0) } ?? .fetch(fallback: entry)
+    }
+
+    /// Whether `entry` may be served, stale, because the origin failed (no connection, timeout,
+    /// 5xx) at `now`. RFC 9111 §4.2.4: never for `no-cache` or `must-revalidate` responses.
+    func mayServeAfterError(_ entry: CacheEntry, request: CacheRequest, now: Date) -> Bool {
+        let stored = storedDirectives(entry)
+        guard mayServeStale(stored), !request.directives.noCache || request.mode == .preferCache else { return false }
+        let staleness = -entry.timeToLive(at: now)
+        if staleness <= 0 { return true }
+        let allowance = request.directives.staleIfError.map(TimeInterval.init)
+            ?? stored.staleIfError.map(TimeInterval.init)
+            ?? maximumStaleness
+        return staleness <= allowance
+    }
+
+    /// RFC 9111 §4.2.4: a response carrying `no-cache` or `must-revalidate` is never served stale.
+    private func mayServeStale(_ stored: CacheControl) -> Bool {
+        !stored.noCache && !stored.mustRevalidate
+    }
+
+    private func storedDirectives(_ entry: CacheEntry) -> CacheControl {
+        Self.responseDirectives(entry.headers)
+    }
+
+    // MARK: Storage
+
+    /// Decides whether a response to `request` is stored, and its freshness lifetime and
+    /// corrected initial age (RFC 9111 §4.2), from its status and headers and the times the
+    /// request was sent and the response received.
+    func storageDecision(
+        for request: CacheRequest,
+        status: Int,
+        headers: HTTPHeaders,
+        requestDate: Date,
+        responseDate: Date
+    ) -> StorageDecision {
+        if request.directives.noStore { return .doNotStore(reason: "request no-store") }
+        let directives = Self.responseDirectives(headers)
+        if directives.noStore { return .doNotStore(reason: "no-store") }
+        if let vary = headers["Vary"], vary.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "*" }) {
+            return .doNotStore(reason: "Vary: *")
+        }
+        if request.credentialFingerprint != nil, !storesCredentialedResponses, !directives.isPublic {
+            return .doNotStore(reason: "credentials without public")
+        }
+        if headers.contains("Set-Cookie"), !directives.isPublic {
+            return .doNotStore(reason: "Set-Cookie without public")
+        }
+
+        let dateHeader = headers["Date"].flatMap(HTTPDate.parse)
+        let explicit = explicitFreshness(directives, headers: headers, date: dateHeader, responseDate: responseDate)
+        if let allowed = cacheableStatusCodes {
+            guard allowed.contains(status) else { return .doNotStore(reason: "status \(status)") }
+        } else {
+            guard (200...599).contains(status), status != 206, status != 304 else { return .doNotStore(reason: "status \(status)") }
+            if explicit == nil, !directives.isPublic, !Self.heuristicallyCacheableStatusCodes.contains(status) {
+                return .doNotStore(reason: "status \(status) without explicit freshness")
+            }
+        }
+
+        let lifetime: TimeInterval
+        if directives.noCache {
+            // Most restrictive wins: `no-cache` caps any other freshness at `noCacheReuse`.
+            lifetime = explicit.map { min($0, noCacheReuse) } ?? noCacheReuse
+        } else {
+            lifetime = explicit ?? heuristicFreshness(status: status, headers: headers, date: dateHeader ?? responseDate)
+        }
+        let initialAge = Self.correctedInitialAge(headers: headers, date: dateHeader,
+                                                  requestDate: requestDate, responseDate: responseDate)
+        let hasValidator = headers.contains("ETag") || headers.contains("Last-Modified")
+        // A response that is stale on arrival and cannot be revalidated would only be refetched:
+        // storing it wastes space (an older cache stored such responses with expiry 0).
+        guard lifetime - initialAge > 0 || hasValidator else {
+            return .doNotStore(reason: "no freshness and no validator")
+        }
+        return .store(freshnessLifetime: lifetime, initialAge: initialAge)
+    }
+
+    /// `max-age`, else `Expires - Date`; nil when the response states no freshness.
+    private func explicitFreshness(_ directives: CacheControl, headers: HTTPHeaders, date: Date?, responseDate: Date) -> TimeInterval? {
+        if directives.hasInvalidFreshness { return 0 }
+        if let maxAge = directives.maxAge { return TimeInterval(maxAge) }
+        guard let expiresText = headers["Expires"] else { return nil }
+        // RFC 9111 §5.3: an invalid Expires (for example "0") means "already expired".
+        guard let expires = HTTPDate.parse(expiresText) else { return 0 }
+        return max(0, expires.timeIntervalSince(date ?? responseDate))
+    }
+
+    private func heuristicFreshness(status: Int, headers: HTTPHeaders, date: Date) -> TimeInterval {
+        if let etagWindow, headers.contains("ETag") {
+            return etagWindow
+        }
+        if let lastModifiedText = headers["Last-Modified"] {
+            switch lastModifiedFreshness {
+            case .none:
+                return 0
+            case .window(let window):
+                return window
+            case .fractionOfAge(let fraction, let cap):
+                guard Self.heuristicallyCacheableStatusCodes.contains(status),
+                      let lastModified = HTTPDate.parse(lastModifiedText) else { return 0 }
+                return min(cap, max(0, date.timeIntervalSince(lastModified) * fraction))
+            }
+        }
+        if let imageLifetime, Self.hasNoCachingHeaders(headers),
+           let type = headers["Content-Type"], type.lowercased().hasPrefix("image/") {
+            return imageLifetime
+        }
+        return 0
+    }
+
+    private static func hasNoCachingHeaders(_ headers: HTTPHeaders) -> Bool {
+        !["Cache-Control", "Expires", "ETag", "Last-Modified", "Pragma"].contains(where: headers.contains)
+    }
+
+    /// `Cache-Control` of a response, with `Pragma: no-cache` counted as `no-cache` when there is
+    /// no `Cache-Control` at all.
+    static func responseDirectives(_ headers: HTTPHeaders) -> CacheControl {
+        let cacheControl = headers["Cache-Control"]
+        var directives = CacheControl(cacheControl)
+        if cacheControl == nil, let pragma = headers["Pragma"], pragma.lowercased().contains("no-cache") {
+            directives.noCache = true
+        }
+        return directives
+    }
+
+    /// RFC 9111 §4.2.3: the larger of the apparent age (from `Date`) and the `Age` header plus the
+    /// time the response took to arrive.
+    static func correctedInitialAge(headers: HTTPHeaders, date: Date?, requestDate: Date, responseDate: Date) -> TimeInterval {
+        let ageValue = headers["Age"].flatMap { CacheControl.deltaSeconds(Substring($0.trimmingCharacters(in: .whitespaces))) } ?? 0
+        let apparentAge = date.map { max(0, responseDate.timeIntervalSince($0)) } ?? 0
+        let responseDelay = max(0, responseDate.timeIntervalSince(requestDate))
+        return max(apparentAge, TimeInterval(ageValue) + responseDelay)
+    }
+
+    // MARK: Variants
+
+    /// The stored variant that may answer `request`: same credentials, and every header the
+    /// response's `Vary` named has the same value (RFC 9111 §4.1). Newest first.
+    static func matchingVariant(in record: CacheRecord?, for request: CacheRequest) -> CacheEntry? {
+        guard let record else { return nil }
+        return record.variants.first { entry in
+            entry.credentialFingerprint == request.credentialFingerprint
+                && entry.varyFields.allSatisfy { field in
+                    normalizedVaryValue(request.header(field.name)) == field.value
+                }
+        }
+    }
+
+    /// The request header values the response's `Vary` names, as an entry stores them.
+    static func varyFields(for headers: HTTPHeaders, request: CacheRequest) -> [CacheEntry.VaryField] {
+        guard let vary = headers["Vary"] else { return [] }
+        return vary.split(separator: ",").compactMap { name in
+            let name = name.trimmingCharacters(in: .whitespaces).lowercased()
+            guard !name.isEmpty else { return nil }
+            return CacheEntry.VaryField(name: name, value: normalizedVaryValue(request.header(name)))
+        }
+    }
+
+    /// Field values compared for `Vary`: surrounding whitespace and whitespace around commas
+    /// does not make two requests different (RFC 9111 §4.1).
+    static func normalizedVaryValue(_ value: String?) -> String? {
+        guard let value else { return nil }
+        return value.split(separator: ",", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .joined(separator: ",")
+    }
+}

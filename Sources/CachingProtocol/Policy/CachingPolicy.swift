@@ -1,0 +1,118 @@
+import Foundation
+
+/// The rules that decide what is stored, for how long, and how a stored response is reused: a
+/// plain value, with two presets.
+///
+/// - ``heuristic(etagWindow:lastModifiedWindow:noCacheReuse:imageLifetime:maximumStaleness:)``
+///   (the default) applies MKNetworkKit's rules on top of the headers: responses with an `ETag`
+///   or a `Last-Modified` stay fresh for a window and are then revalidated; `no-cache` responses
+///   are reused for a short while anyway; images without caching headers are kept for a week.
+/// - ``rfc9111`` is a private cache that follows RFC 9111 to the letter.
+///
+/// Both presets run through the same decision code; a preset is only different numbers in the
+/// properties below. Every number is configurable. The value is immutable once a
+/// ``CachingConfiguration`` holds it and may be read from any thread.
+public struct CachingPolicy: Sendable, Equatable {
+    /// How long a response that carries an `ETag` and no explicit freshness (`max-age`,
+    /// `Expires`) is served without asking the origin. Nil: no such window (RFC behaviour).
+    public var etagWindow: TimeInterval?
+
+    /// How a response with `Last-Modified`, no `ETag` and no explicit freshness is kept fresh.
+    public var lastModifiedFreshness: LastModifiedFreshness
+
+    /// How long a `Cache-Control: no-cache` response is reused before it is revalidated. Zero
+    /// means "revalidate every time" (RFC behaviour); the heuristic default is 60 seconds, so a
+    /// burst of refreshes does not hammer the origin.
+    public var noCacheReuse: TimeInterval
+
+    /// How long an `image/*` response with no caching headers at all (no `Cache-Control`,
+    /// `Expires`, `ETag`, `Last-Modified` or `Pragma`) is kept. Nil: not stored (RFC behaviour).
+    public var imageLifetime: TimeInterval?
+
+    /// How long past its freshness a stored response may still be served when the origin cannot
+    /// be reached or answers with a 5xx (stale-if-error), unless the response carries
+    /// `must-revalidate` or `no-cache`. A `stale-if-error` directive in the response or the
+    /// request overrides it. Zero: only the directive allows it (RFC behaviour).
+    public var maximumStaleness: TimeInterval
+
+    /// Status codes stored when the response allows it. Nil: the RFC 9111 rules (any final
+    /// status with explicit freshness; heuristic freshness only for the statuses RFC 9110
+    /// §15.1 calls heuristically cacheable).
+    public var cacheableStatusCodes: Set<Int>?
+
+    /// Whether a response to a request carrying `Authorization` or `Cookie` may be stored
+    /// without `Cache-Control: public`. Default false. Even when stored, such a response is only
+    /// ever served to requests with the same credentials.
+    public var storesCredentialedResponses: Bool
+
+    /// How a response with `Last-Modified` and no other freshness information is kept fresh.
+    public enum LastModifiedFreshness: Sendable, Equatable {
+        /// Not at all: it is stored only to be revalidated.
+        case none
+        /// A fixed window from the moment it was stored (MKNetworkKit).
+        case window(TimeInterval)
+        /// A fraction of the time since it was last modified, capped (RFC 9111 §4.2.2).
+        case fractionOfAge(Double, cap: TimeInterval)
+    }
+
+    public init(
+        etagWindow: TimeInterval?,
+        lastModifiedFreshness: LastModifiedFreshness,
+        noCacheReuse: TimeInterval,
+        imageLifetime: TimeInterval?,
+        maximumStaleness: TimeInterval,
+        cacheableStatusCodes: Set<Int>?,
+        storesCredentialedResponses: Bool = false
+    ) {
+        self.etagWindow = etagWindow
+        self.lastModifiedFreshness = lastModifiedFreshness
+        self.noCacheReuse = noCacheReuse
+        self.imageLifetime = imageLifetime
+        self.maximumStaleness = maximumStaleness
+        self.cacheableStatusCodes = cacheableStatusCodes
+        self.storesCredentialedResponses = storesCredentialedResponses
+    }
+
+    /// MKNetworkKit's heuristic rules, the default.
+    ///
+    /// - Parameters:
+    ///   - etagWindow: freshness of a response with an `ETag` and no `max-age`/`Expires`. Default one day.
+    ///   - lastModifiedWindow: the same for `Last-Modified` without `ETag`. Default one day.
+    ///   - noCacheReuse: how long a `no-cache` response is reused anyway. Default 60 seconds.
+    ///   - imageLifetime: how long an image without caching headers is kept. Default seven days.
+    ///   - maximumStaleness: how stale a response may be and still be served when the origin
+    ///     fails. Default seven days.
+    /// Statuses 200 and 203 are stored.
+    public static func heuristic(
+        etagWindow: TimeInterval = 86_400,
+        lastModifiedWindow: TimeInterval = 86_400,
+        noCacheReuse: TimeInterval = 60,
+        imageLifetime: TimeInterval = 604_800,
+        maximumStaleness: TimeInterval = 604_800
+    ) -> CachingPolicy {
+        CachingPolicy(
+            etagWindow: etagWindow,
+            lastModifiedFreshness: .window(lastModifiedWindow),
+            noCacheReuse: noCacheReuse,
+            imageLifetime: imageLifetime,
+            maximumStaleness: maximumStaleness,
+            cacheableStatusCodes: [200, 203]
+        )
+    }
+
+    /// A private cache as RFC 9111 specifies it: explicit freshness from `max-age` or `Expires`
+    /// (with `Date` and `Age`), heuristic freshness of 10 % of the `Last-Modified` age capped at
+    /// one day, `no-cache` always revalidated, stale responses served on errors only where
+    /// `stale-if-error` allows.
+    public static let rfc9111 = CachingPolicy(
+        etagWindow: nil,
+        lastModifiedFreshness: .fractionOfAge(0.1, cap: 86_400),
+        noCacheReuse: 0,
+        imageLifetime: nil,
+        maximumStaleness: 0,
+        cacheableStatusCodes: nil
+    )
+
+    /// Statuses RFC 9110 §15.1 allows a cache to store with heuristic freshness.
+    static let heuristicallyCacheableStatusCodes: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+}

@@ -1,0 +1,308 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(UIKit)
+import UIKit
+#endif
+
+/// A `URLCache` whose memory and disk tiers are bounded, keyed correctly and safe to share.
+///
+/// It keeps entries in two tiers: memory (LRU by byte cost, never above ``memoryCapacity``) and
+/// disk (one directory, LRU by last access kept in its own index, never above ``diskCapacity``
+/// once a write settles). Writes go to both tiers; disk writes happen off the caller's thread and
+/// lookups see them before they land. Keys are the method and the full URL, query included.
+///
+/// It works as a plain `URLCache` for any caller (set it as `URLCache.shared` or a session
+/// configuration's `urlCache`), and it is where ``CachingURLProtocol`` keeps what it caches.
+/// Nothing of Foundation's own URLCache storage is used.
+///
+/// Threading: every member may be called from any thread, concurrently.
+open class CachingURLCache: URLCache, @unchecked Sendable {
+    // @unchecked: all mutable state lives in the two stores (each thread-safe) and `settings` (Locked).
+
+    /// The cache most installations share: 4 MB in memory, 100 MB on disk, in
+    /// ``defaultDirectory``. Created on first use.
+    public static let standard = CachingURLCache(memoryCapacity: 4 << 20, diskCapacity: 100 << 20, directory: nil)
+
+    /// `<user caches directory>/CachingProtocol/<bundle identifier or process name>`.
+    public static var defaultDirectory: URL {
+        let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            ?? FileManager.default.temporaryDirectory
+        let name = (Bundle.main.bundleIdentifier ?? ProcessInfo.processInfo.processName)
+            .replacingOccurrences(of: "/", with: "_")
+        return caches.appendingPathComponent("CachingProtocol", isDirectory: true)
+            .appendingPathComponent(name, isDirectory: true)
+    }
+
+    /// The directory of the disk tier.
+    public let directory: URL
+
+    private let memory: MemoryStore
+    private let disk: DiskStore
+
+    private struct Settings {
+        /// Freshness of entries stored through the `URLCache` API is computed with the policy of
+        /// the installation that uses this cache (heuristic until one does).
+        var policy = CachingPolicy.heuristic()
+        var clock: @Sendable () -> Date = { Date() }
+    }
+    private let settings = Locked(Settings())
+    #if canImport(UIKit) && !os(watchOS)
+    private var memoryWarningObserver: NSObjectProtocol?
+    #endif
+
+    /// Creates a cache with the given capacities in bytes.
+    ///
+    /// - Parameters:
+    ///   - memoryCapacity: the most bytes kept in memory.
+    ///   - diskCapacity: the most bytes kept on disk, counting every file in `directory`.
+    ///   - directory: where the disk tier lives; nil means ``defaultDirectory``. The directory is
+    ///     created with owner-only permissions. If it cannot be used, the cache works from
+    ///     memory alone and ``statistics`` says why.
+    public init(memoryCapacity: Int, diskCapacity: Int, directory: URL?) {
+        let directory = directory ?? Self.defaultDirectory
+        self.directory = directory
+        memory = MemoryStore(capacity: max(0, memoryCapacity))
+        disk = DiskStore(directory: directory, capacity: max(0, diskCapacity))
+        #if canImport(FoundationNetworking)
+        // The base class only creates the directory here; its storage is never used.
+        super.init(memoryCapacity: 0, diskCapacity: 0, diskPath: directory.path)
+        #else
+        super.init(memoryCapacity: 0, diskCapacity: 0, directory: directory.appendingPathComponent("unused-foundation-store"))
+        #endif
+        #if canImport(UIKit) && !os(watchOS)
+        memoryWarningObserver = NotificationCenter.default.addObserver(
+            forName: UIApplication.didReceiveMemoryWarningNotification, object: nil, queue: nil
+        ) { [weak self] _ in
+            self?.flushMemoryToDisk()
+        }
+        #endif
+    }
+
+    deinit {
+        #if canImport(UIKit) && !os(watchOS)
+        if let memoryWarningObserver { NotificationCenter.default.removeObserver(memoryWarningObserver) }
+        #endif
+    }
+
+    // MARK: Capacities and usage
+
+    /// The most bytes kept in memory. Lowering it evicts least recently used entries at once.
+    open override var memoryCapacity: Int {
+        get { memory.capacity }
+        set { memory.capacity = max(0, newValue) }
+    }
+
+    /// The most bytes kept on disk (all files of ``directory``). Lowering it evicts least
+    /// recently used entries; ``waitUntilSettled()`` returns once the directory is within it.
+    open override var diskCapacity: Int {
+        get { disk.capacity }
+        set { disk.capacity = max(0, newValue) }
+    }
+
+    open override var currentMemoryUsage: Int { memory.statistics.byteCount }
+
+    open override var currentDiskUsage: Int { disk.statistics.byteCount }
+
+    /// What each tier holds and how often it answered.
+    public var statistics: Statistics {
+        Statistics(memory: memory.statistics, disk: disk.statistics)
+    }
+
+    /// Usage and hit counts of both tiers.
+    public struct Statistics: Sendable, Equatable {
+        public var memory: StoreStatistics
+        public var disk: StoreStatistics
+    }
+
+    // MARK: Memory pressure and maintenance
+
+    /// Moves the memory tier to disk and empties memory: every entry in memory is handed to the
+    /// disk tier (entries already there are not written again), then memory is cleared. This is
+    /// what MKNetworkKit did on a memory warning; on UIKit platforms it runs on
+    /// `UIApplication.didReceiveMemoryWarningNotification` automatically.
+    public func flushMemoryToDisk() {
+        for record in memory.allRecords() where disk.record(forKey: record.key) != record {
+            disk.store(record)
+        }
+        memory.removeAll()
+    }
+
+    /// Blocks until every disk write handed in so far has landed (or failed) and the directory
+    /// is within ``diskCapacity``.
+    public func waitUntilSettled() {
+        disk.flush()
+    }
+
+    /// Evicts least recently used disk entries until the disk tier holds at most `bytes`,
+    /// without changing ``diskCapacity``.
+    public func trimDisk(toBytes bytes: Int) {
+        disk.trim(toBytes: max(0, bytes))
+    }
+
+    /// Deletes everything stored for `url` (GET), from memory and from disk.
+    public func purge(url: URL) {
+        removeRecord(forKey: CacheKey.make(method: "GET", url: url))
+    }
+
+    /// Deletes every entry from both tiers, including the files on disk.
+    public func removeAll() {
+        memory.removeAll()
+        disk.removeAll()
+    }
+
+    // MARK: Record access for the protocol
+
+    func adoptPolicy(_ policy: CachingPolicy, clock: @escaping @Sendable () -> Date) {
+        settings.withLock { $0 = Settings(policy: policy, clock: clock) }
+    }
+
+    /// The record in memory, without touching the disk.
+    func memoryRecord(forKey key: String) -> CacheRecord? {
+        memory.record(forKey: key)
+    }
+
+    /// The record in memory, else on disk (then also put into memory).
+    func record(forKey key: String) -> CacheRecord? {
+        if let record = memory.record(forKey: key) { return record }
+        guard let record = disk.record(forKey: key) else { return nil }
+        memory.store(record)
+        return record
+    }
+
+    /// Stores `record` in memory and, unless `memoryOnly`, on disk.
+    func store(_ record: CacheRecord, memoryOnly: Bool = false) {
+        memory.store(record)
+        if memoryOnly {
+            disk.removeRecord(forKey: record.key)
+        } else {
+            disk.store(record)
+        }
+    }
+
+    func removeRecord(forKey key: String) {
+        memory.removeRecord(forKey: key)
+        disk.removeRecord(forKey: key)
+    }
+
+    // MARK: URLCache
+
+    open override func cachedResponse(for request: URLRequest) -> CachedURLResponse? {
+        guard let key = Self.key(for: request), let record = record(forKey: key),
+              let entry = CachingPolicy.matchingVariant(in: record, for: CacheRequest(request, key: key))
+        else { return nil }
+        return Self.cachedURLResponse(from: entry)
+    }
+
+    open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for request: URLRequest) {
+        guard cachedResponse.storagePolicy != .notAllowed, let key = Self.key(for: request) else { return }
+        let (policy, clock) = settings.withLock { ($0.policy, $0.clock) }
+        let entry = Self.entry(from: cachedResponse, request: CacheRequest(request, key: key), policy: policy, now: clock())
+        var record = record(forKey: key) ?? CacheRecord(key: key, variants: [])
+        record.variants.removeAll { $0.varyFields == entry.varyFields && $0.credentialFingerprint == entry.credentialFingerprint }
+        record.variants.insert(entry, at: 0)
+        record.variants = Array(record.variants.prefix(CacheEngine.maximumVariants))
+        store(record, memoryOnly: cachedResponse.storagePolicy == .allowedInMemoryOnly)
+    }
+
+    open override func removeCachedResponse(for request: URLRequest) {
+        guard let key = Self.key(for: request) else { return }
+        removeRecord(forKey: key)
+    }
+
+    open override func removeAllCachedResponses() {
+        removeAll()
+    }
+
+    open override func removeCachedResponses(since date: Date) {
+        memory.removeRecords(storedSince: date)
+        disk.removeRecords(storedSince: date)
+    }
+
+    open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for dataTask: URLSessionDataTask) {
+        guard let request = dataTask.currentRequest ?? dataTask.originalRequest else { return }
+        storeCachedResponse(cachedResponse, for: request)
+    }
+
+    /// Answers on the calling thread (the lookup is a memory or a small disk read).
+    open override func getCachedResponse(for dataTask: URLSessionDataTask,
+                                         completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void) {
+        guard let request = dataTask.currentRequest ?? dataTask.originalRequest else {
+            completionHandler(nil)
+            return
+        }
+        completionHandler(cachedResponse(for: request))
+    }
+
+    open override func removeCachedResponse(for dataTask: URLSessionDataTask) {
+        guard let request = dataTask.currentRequest ?? dataTask.originalRequest else { return }
+        removeCachedResponse(for: request)
+    }
+
+    // MARK: Conversions
+
+    /// GET requests to http(s) URLs have keys; everything else is never stored.
+    private static func key(for request: URLRequest) -> String? {
+        guard let url = request.url, (request.httpMethod ?? "GET").uppercased() == "GET" else { return nil }
+        return CacheKey.make(method: "GET", url: url)
+    }
+
+    static func cachedURLResponse(from entry: CacheEntry) -> CachedURLResponse? {
+        guard let url = URL(string: entry.responseURL) else { return nil }
+        let response: URLResponse
+        if entry.statusCode > 0 {
+            guard let http = HTTPURLResponse(url: url, statusCode: entry.statusCode, httpVersion: "HTTP/1.1",
+                                             headerFields: entry.headers.dictionary) else { return nil }
+            response = http
+        } else {
+            response = URLResponse(url: url, mimeType: entry.headers["Content-Type"], expectedContentLength: entry.body.count,
+                                   textEncodingName: entry.headers["X-Text-Encoding-Name"])
+        }
+        let userInfo = entry.userInfo.flatMap {
+            try? PropertyListSerialization.propertyList(from: $0, options: [], format: nil) as? [AnyHashable: Any]
+        }
+        return CachedURLResponse(response: response, data: entry.body, userInfo: userInfo, storagePolicy: .allowed)
+    }
+
+    /// An entry for a response stored through the `URLCache` API. It is stored whatever its
+    /// headers say (the caller decided); the policy only computes how long it counts as fresh
+    /// when the protocol later finds it. A non-HTTP response is kept with status 0.
+    static func entry(from cachedResponse: CachedURLResponse, request: CacheRequest, policy: CachingPolicy, now: Date) -> CacheEntry {
+        let response = cachedResponse.response
+        var headers: HTTPHeaders
+        var status = 0
+        if let http = response as? HTTPURLResponse {
+            headers = HTTPHeaders(http.allHeaderFields)
+            status = http.statusCode
+        } else {
+            headers = HTTPHeaders()
+            if let mimeType = response.mimeType { headers.set("Content-Type", mimeType) }
+            if let encoding = response.textEncodingName { headers.set("X-Text-Encoding-Name", encoding) }
+        }
+        var lifetime: TimeInterval = 0
+        var initialAge: TimeInterval = 0
+        if case .store(let computedLifetime, let computedAge) = policy.storageDecision(
+            for: request, status: status, headers: headers, requestDate: now, responseDate: now) {
+            lifetime = computedLifetime
+            initialAge = computedAge
+        }
+        let userInfo = cachedResponse.userInfo.flatMap { info -> Data? in
+            guard PropertyListSerialization.propertyList(info, isValidFor: .binary) else { return nil }
+            return try? PropertyListSerialization.data(fromPropertyList: info, format: .binary, options: 0)
+        }
+        return CacheEntry(
+            responseURL: (response.url ?? request.urlRequest.url)?.absoluteString ?? "",
+            statusCode: status,
+            headers: headers,
+            body: cachedResponse.data,
+            requestDate: now,
+            responseDate: now,
+            initialAge: initialAge,
+            freshnessLifetime: lifetime,
+            varyFields: CachingPolicy.varyFields(for: headers, request: request),
+            credentialFingerprint: request.credentialFingerprint,
+            userInfo: userInfo
+        )
+    }
+}

@@ -1,0 +1,110 @@
+import XCTest
+@testable import CachingProtocol
+
+/// What is stored and for how long: every rule of the contract as a table, for both presets.
+final class StorageDecisionTests: XCTestCase {
+    private typealias F = PolicyFixtures
+
+    private struct Case {
+        let name: String
+        let headers: [String: String]
+        var status = 200
+        /// Expected freshness lifetime, or nil for "not stored".
+        let lifetime: TimeInterval?
+    }
+
+    private func check(_ cases: [Case], policy: CachingPolicy, file: StaticString = #filePath, line: UInt = #line) {
+        for testCase in cases {
+            let entry = F.entry(testCase.headers, status: testCase.status, policy: policy)
+            XCTAssertEqual(entry?.freshnessLifetime, testCase.lifetime, testCase.name, file: file, line: line)
+        }
+    }
+
+    func testHeuristicPresetRules() {
+        check([
+            Case(name: "rule 1: ETag → one-day window", headers: ["ETag": "\"v1\""], lifetime: 86_400),
+            Case(name: "rule 2: max-age", headers: ["Cache-Control": "max-age=600"], lifetime: 600),
+            Case(name: "max-age decides freshness over a validator", headers: ["Cache-Control": "max-age=600", "ETag": "\"v1\""], lifetime: 600),
+            Case(name: "Expires counts like max-age", headers: ["Expires": F.httpDate(3600), "Date": F.httpDate(0)], lifetime: 3600),
+            Case(name: "max-age wins over Expires", headers: ["Cache-Control": "max-age=5", "Expires": F.httpDate(3600)], lifetime: 5),
+            Case(name: "rule 3: Last-Modified → one-day window", headers: ["Last-Modified": F.httpDate(-86_400 * 30)], lifetime: 86_400),
+            Case(name: "rule 4: no-cache reused for 60 s", headers: ["Cache-Control": "no-cache"], lifetime: 60),
+            Case(name: "no-cache caps the ETag window", headers: ["Cache-Control": "no-cache", "ETag": "\"v1\""], lifetime: 60),
+            Case(name: "no-cache with a shorter max-age", headers: ["Cache-Control": "no-cache, max-age=10"], lifetime: 10),
+            Case(name: "Pragma: no-cache without Cache-Control", headers: ["Pragma": "no-cache"], lifetime: 60),
+            Case(name: "rule 5: image without caching headers → 7 days", headers: ["Content-Type": "image/png"], lifetime: 604_800),
+            Case(name: "image with max-age=0 is not the image rule", headers: ["Content-Type": "image/jpeg", "Cache-Control": "max-age=0"], lifetime: nil),
+            Case(name: "JSON without caching headers is not stored", headers: ["Content-Type": "application/json"], lifetime: nil),
+            Case(name: "no-store is never stored", headers: ["Cache-Control": "no-store", "ETag": "\"v1\""], lifetime: nil),
+            Case(name: "no-store beats no-cache", headers: ["Cache-Control": "no-store, no-cache"], lifetime: nil),
+            Case(name: "invalid Expires means expired", headers: ["Expires": "0"], lifetime: nil),
+            Case(name: "expired but revalidatable is kept", headers: ["Expires": "0", "ETag": "\"v1\""], lifetime: 0),
+            Case(name: "negative max-age is stale", headers: ["Cache-Control": "max-age=-1", "ETag": "\"v1\""], lifetime: 0),
+            Case(name: "huge max-age is clamped", headers: ["Cache-Control": "max-age=99999999999"], lifetime: 2_147_483_648),
+            Case(name: "404 is not stored by the heuristic preset", headers: ["Cache-Control": "max-age=60"], status: 404, lifetime: nil),
+            Case(name: "203 is stored", headers: ["Cache-Control": "max-age=60"], status: 203, lifetime: 60),
+            Case(name: "Vary: * is never stored", headers: ["Cache-Control": "max-age=60", "Vary": "Accept, *"], lifetime: nil),
+            Case(name: "Set-Cookie without public is not stored", headers: ["Cache-Control": "max-age=60", "Set-Cookie": "a=b"], lifetime: nil),
+            Case(name: "Set-Cookie with public is stored", headers: ["Cache-Control": "public, max-age=60", "Set-Cookie": "a=b"], lifetime: 60),
+        ], policy: .heuristic())
+    }
+
+    func testEveryHeuristicNumberIsConfigurable() {
+        let policy = CachingPolicy.heuristic(etagWindow: 10, lastModifiedWindow: 20, noCacheReuse: 30, imageLifetime: 40)
+        check([
+            Case(name: "ETag window", headers: ["ETag": "\"v1\""], lifetime: 10),
+            Case(name: "Last-Modified window", headers: ["Last-Modified": F.httpDate(-100)], lifetime: 20),
+            Case(name: "no-cache reuse", headers: ["Cache-Control": "no-cache"], lifetime: 30),
+            Case(name: "image lifetime", headers: ["Content-Type": "image/gif"], lifetime: 40),
+        ], policy: policy)
+    }
+
+    func testRFC9111Preset() {
+        check([
+            Case(name: "ETag alone: stored to be revalidated", headers: ["ETag": "\"v1\""], lifetime: 0),
+            Case(name: "10 % of the Last-Modified age", headers: ["Last-Modified": F.httpDate(-86_400), "Date": F.httpDate(0)], lifetime: 8_640),
+            Case(name: "heuristic capped at one day", headers: ["Last-Modified": F.httpDate(-86_400 * 100), "Date": F.httpDate(0)], lifetime: 86_400),
+            Case(name: "no-cache always revalidates", headers: ["Cache-Control": "no-cache", "ETag": "\"v1\""], lifetime: 0),
+            Case(name: "no-cache without validator is useless", headers: ["Cache-Control": "no-cache"], lifetime: nil),
+            Case(name: "image without headers is not stored", headers: ["Content-Type": "image/png"], lifetime: nil),
+            Case(name: "404 with max-age is stored", headers: ["Cache-Control": "max-age=60"], status: 404, lifetime: 60),
+            Case(name: "404 with Last-Modified gets heuristic freshness", headers: ["Last-Modified": F.httpDate(-1000), "Date": F.httpDate(0)], status: 404, lifetime: 100),
+            Case(name: "500 without explicit freshness is not stored", headers: ["Last-Modified": F.httpDate(-1000)], status: 500, lifetime: nil),
+            Case(name: "206 is never stored", headers: ["Cache-Control": "max-age=60"], status: 206, lifetime: nil),
+            Case(name: "max-age", headers: ["Cache-Control": "max-age=60"], lifetime: 60),
+        ], policy: .rfc9111)
+    }
+
+    /// `Age` and `Date` are used (an older cache ignored both): RFC 9111 §4.2.3.
+    func testInitialAgeFromAgeAndDate() {
+        let withAge = F.entry(["Cache-Control": "max-age=600", "Age": "100"])!
+        XCTAssertEqual(withAge.initialAge, 100)
+        XCTAssertEqual(withAge.timeToLive(at: F.start), 500)
+
+        let olderDate = F.entry(["Cache-Control": "max-age=600", "Date": F.httpDate(-300)])!
+        XCTAssertEqual(olderDate.initialAge, 300)
+        XCTAssertEqual(olderDate.timeToLive(at: F.start.addingTimeInterval(200)), 100)
+
+        let garbageAge = F.entry(["Cache-Control": "max-age=600", "Age": "-5", "Date": "yesterday"])!
+        XCTAssertEqual(garbageAge.initialAge, 0)
+    }
+
+    func testExpiresIsMeasuredFromTheOriginsDate() {
+        // The origin's clock is an hour ahead of ours. Comparing Expires with our clock would give
+        // an hour of freshness; Expires - Date gives the 60 s the origin meant.
+        let entry = F.entry(["Expires": F.httpDate(3600 + 60), "Date": F.httpDate(3600)], policy: .rfc9111)!
+        XCTAssertEqual(entry.freshnessLifetime, 60)
+        XCTAssertEqual(entry.timeToLive(at: F.start), 60)
+    }
+
+    func testCredentialedResponsesNeedPublicOrOptIn() {
+        let authorized = F.request(["Authorization": "Bearer secret"])
+        XCTAssertNil(F.entry(["Cache-Control": "max-age=60"], request: authorized))
+        XCTAssertNotNil(F.entry(["Cache-Control": "public, max-age=60"], request: authorized))
+        var optIn = CachingPolicy.heuristic()
+        optIn.storesCredentialedResponses = true
+        XCTAssertNotNil(F.entry(["Cache-Control": "max-age=60"], policy: optIn, request: authorized))
+        XCTAssertNil(F.entry(["Cache-Control": "max-age=60"], request: F.request(["Cookie": "session=1"])))
+        XCTAssertNil(F.entry(["Cache-Control": "max-age=60"], request: F.request(["Cache-Control": "no-store"])))
+    }
+}
