@@ -422,20 +422,26 @@ final class OriginCore: Sendable {
         return !closes
     }
 
-    /// Writes `bytes` in as few `send` calls as the socket allows, counting every byte sent and
-    /// those of them inside `body`.
+    /// Writes `bytes` in as few `send` calls as the socket allows, counting them, and those of
+    /// them inside `body`, in the byte counters. The counters are raised before the write, so a
+    /// client that has read the response never sees them lag; what a failed write did not send
+    /// is taken off again.
     private func write(_ bytes: [UInt8], body: Range<Int>, to fd: Int32) -> Bool {
+        state.withLock { s in
+            s.totalBytesSent += bytes.count
+            s.bodyBytesSent += body.count
+        }
         var sent = 0
-        return bytes.withUnsafeBytes { raw in
-            POSIXSocket.sendAll(fd, raw) { count in
-                let written = sent..<(sent + count)
-                let bodyCount = max(0, min(written.upperBound, body.upperBound) - max(written.lowerBound, body.lowerBound))
-                sent += count
-                state.withLock { s in
-                    s.totalBytesSent += count
-                    s.bodyBytesSent += bodyCount
-                }
+        let ok = bytes.withUnsafeBytes { raw in
+            POSIXSocket.sendAll(fd, raw) { sent += $0 }
+        }
+        if !ok {
+            let unsentBody = body.upperBound - max(body.lowerBound, min(sent, body.upperBound))
+            state.withLock { s in
+                s.totalBytesSent = max(0, s.totalBytesSent - (bytes.count - sent))
+                s.bodyBytesSent = max(0, s.bodyBytesSent - unsentBody)
             }
         }
+        return ok
     }
 }
