@@ -220,6 +220,13 @@ final class CacheEngine: Sendable {
         }
     }
 
+    /// Cancels an upstream task from the engine's queue. Never directly: `stopLoading` runs on
+    /// the app session's queue, and on Linux every session's queue targets one serial queue, so
+    /// cancelling (a `sync` onto the upstream session's queue) from there deadlocks.
+    fileprivate func cancelUpstream(_ task: UpstreamTask) {
+        queue.async { task.cancel() }
+    }
+
     /// Sends `request` upstream on the engine's queue and calls back with the whole response.
     fileprivate func send(_ request: URLRequest, completion: @escaping @Sendable (Result<UpstreamResponse, Error>) -> Void) -> UpstreamTask {
         upstream.send(request, clock: configuration.now, completion: completion)
@@ -453,7 +460,6 @@ final class CacheEngine: Sendable {
 
     fileprivate func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false) {
         guard load.handle.finish() else { return }
-        load.receiver.receive(answer, outcome: outcome)
         var delivered = 0
         if case .response(_, let body) = answer { delivered = body.count }
         let event = CacheEvent(
@@ -480,7 +486,10 @@ final class CacheEngine: Sendable {
             counters.upstreamBytes += collapsed ? 0 : trip.bytes
             counters.deliveredBytes += delivered
         }
+        // Counted and reported before the app gets the answer, so statistics read after a
+        // response always include it.
         configuration.observer?(event)
+        load.receiver.receive(answer, outcome: outcome)
     }
 
     /// Feeds the bandwidth estimate: an exponentially weighted average of transfers of 16 KB or
@@ -557,7 +566,7 @@ final class Exchange: Sendable {
         }
         guard abandoned else { return }
         engine.exchangeDidEnd(self)
-        task?.cancel()
+        if let task { engine.cancelUpstream(task) }
     }
 
     /// Runs the exchange on the engine's queue.
@@ -626,7 +635,7 @@ final class Exchange: Sendable {
             state.task = task
             return state.isAbandoned
         }
-        if abandoned { task.cancel() }
+        if abandoned { engine.cancelUpstream(task) }
     }
 
     /// Hands the resolution to every waiting load and retires the exchange.

@@ -37,8 +37,8 @@ public struct CachingConfiguration: Sendable {
     /// Whether identical concurrent requests that must go to the origin share one upstream
     /// request. Default true.
     public var collapsesRequests: Bool
-    /// Called once per request the protocol answers, after the answer was handed to the app, on
-    /// an internal thread. Keep it fast. Default nil. Events carry no header values, so nothing
+    /// Called once per request the protocol answers, just before the answer is handed to the
+    /// app, on an internal thread. Keep it fast: the app waits for it. Default nil. Events carry no header values, so nothing
     /// secret reaches a log through them.
     public var observer: (@Sendable (CacheEvent) -> Void)?
     /// Where warnings go (for example "registered too late"). Default: standard error.

@@ -1,0 +1,151 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// Base class of the integration tests: a loopback origin and a cache sharing a manual clock,
+/// a fresh cache directory, and a session with the protocol injected. Nothing sleeps: tests
+/// move the clock.
+class CachingTestCase: XCTestCase {
+    var clock: ManualClock!
+    var origin: LoopbackOrigin!
+    var directory: URL!
+    var cache: CachingURLCache!
+    var session: URLSession!
+    private let recordedEvents = Locked<[CacheEvent]>([])
+
+    /// Override to change the installed configuration before the session is made.
+    func makeConfiguration() -> CachingConfiguration {
+        CachingConfiguration(cache: cache, now: clock.read, observer: { [recordedEvents] event in
+            recordedEvents.withLock { $0.append(event) }
+        })
+    }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        clock = ManualClock()
+        origin = try LoopbackOrigin(now: clock.read)
+        directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("CachingProtocolTests-\(UUID().uuidString)", isDirectory: true)
+        cache = CachingURLCache(memoryCapacity: 4 << 20, diskCapacity: 32 << 20, directory: directory)
+        installSession(makeConfiguration())
+    }
+
+    override func tearDownWithError() throws {
+        session?.invalidateAndCancel()
+        CachingURLProtocol.unregister()
+        origin?.stop()
+        cache?.waitUntilSettled()
+        if let directory { try? FileManager.default.removeItem(at: directory) }
+        try super.tearDownWithError()
+    }
+
+    /// Installs `configuration` and replaces `session` with a new one that uses it.
+    func installSession(_ configuration: CachingConfiguration) {
+        session?.invalidateAndCancel()
+        let sessionConfiguration = URLSessionConfiguration.default
+        sessionConfiguration.timeoutIntervalForRequest = 10
+        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration)
+        session = URLSession(configuration: sessionConfiguration)
+    }
+
+    var events: [CacheEvent] { recordedEvents.withLock { $0 } }
+
+    // MARK: Requests
+
+    func request(_ path: String, method: String = "GET", headers: [String: String] = [:],
+                 cachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy, body: Data? = nil) -> URLRequest {
+        var request = URLRequest(url: origin.url(path), cachePolicy: cachePolicy)
+        request.httpMethod = method
+        request.httpBody = body
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        return request
+    }
+
+    /// Loads through `session` with `async data(for:)`.
+    func load(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let (data, response) = try await session.data(for: request)
+        return (data, try XCTUnwrap(response as? HTTPURLResponse))
+    }
+
+    func get(_ path: String, headers: [String: String] = [:],
+             cachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy) async throws -> (Data, HTTPURLResponse) {
+        try await load(request(path, headers: headers, cachePolicy: cachePolicy))
+    }
+
+    /// Loads through `session` with a completion-handler data task.
+    func loadWithCompletionHandler(_ request: URLRequest) throws -> (Data, HTTPURLResponse) {
+        let done = expectation(description: "completion handler")
+        let result = Locked<Result<(Data, HTTPURLResponse), Error>?>(nil)
+        session.dataTask(with: request) { data, response, error in
+            result.withLock {
+                if let error {
+                    $0 = .failure(error)
+                } else if let data, let http = response as? HTTPURLResponse {
+                    $0 = .success((data, http))
+                } else {
+                    $0 = .failure(URLError(.badServerResponse))
+                }
+            }
+            done.fulfill()
+        }.resume()
+        wait(for: [done], timeout: 10)
+        return try XCTUnwrap(result.withLock { $0 }).get()
+    }
+
+    /// Loads through a session with a delegate (not a completion handler), collecting every chunk
+    /// the delegate receives.
+    func loadWithDelegate(_ request: URLRequest) throws -> (Data, HTTPURLResponse, chunks: Int) {
+        let collector = DelegateCollector()
+        let configuration = URLSessionConfiguration.default
+        CachingURLProtocol.inject(into: configuration)
+        let delegateSession = URLSession(configuration: configuration, delegate: collector, delegateQueue: nil)
+        defer { delegateSession.finishTasksAndInvalidate() }
+        delegateSession.dataTask(with: request).resume()
+        wait(for: [collector.done], timeout: 10)
+        let (data, response, error, chunks) = collector.result
+        if let error { throw error }
+        return (data, try XCTUnwrap(response as? HTTPURLResponse), chunks)
+    }
+
+    // MARK: Origin log
+
+    /// Methods the origin received for `path`, in order.
+    func originMethods(_ path: String) -> [String] {
+        origin.requests(to: path).map(\.method)
+    }
+}
+
+/// A data delegate that records what a delegate-based task receives.
+final class DelegateCollector: NSObject, URLSessionDataDelegate, Sendable {
+    let done = XCTestExpectation(description: "delegate completion")
+    private let state = Locked<(data: Data, response: URLResponse?, error: Error?, chunks: Int)>((Data(), nil, nil, 0))
+
+    var result: (Data, URLResponse?, Error?, Int) { state.withLock { ($0.data, $0.response, $0.error, $0.chunks) } }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        state.withLock { $0.response = response }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        state.withLock { $0.data.append(data); $0.chunks += 1 }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        state.withLock { $0.error = error; if $0.response == nil { $0.response = task.response } }
+        done.fulfill()
+    }
+}
+
+extension Data {
+    /// `count` bytes of a repeating, position-dependent pattern, so truncation or reordering
+    /// shows up in a byte-for-byte comparison.
+    static func pattern(_ count: Int, seed: UInt8 = 0) -> Data {
+        Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &+ $0 / 251) })
+    }
+}
