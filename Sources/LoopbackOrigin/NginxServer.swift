@@ -1,14 +1,12 @@
 #if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
 import Dispatch
 import Foundation
 
-/// One line of an ``NginxServer``'s access log.
+/// One line of an ``NginxServer``'s access log. A value type, safe to share between threads.
 ///
 /// nginx writes a line after it has sent the response, so a client may see the response a
 /// moment before the line exists: read the log with ``NginxServer/accessLog(waitingFor:timeout:)``.
