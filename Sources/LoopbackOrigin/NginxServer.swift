@@ -196,6 +196,11 @@ public final class NginxServer: Sendable {
         state.withLock { $0.process?.isRunning ?? false }
     }
 
+    /// The nginx process ID; nil after ``stop()``.
+    public var processIdentifier: Int32? {
+        state.withLock { $0.process?.processIdentifier }
+    }
+
     /// Writes a static file at `relativePath` under ``documentRoot`` (creating directories),
     /// replacing any earlier file. `modified` sets the file's modification time, which nginx
     /// sends as `Last-Modified` (to the second) and uses with the size for its `ETag`;
@@ -358,10 +363,14 @@ public final class NginxServer: Sendable {
         }
         registerForExitCleanup(pid: process.processIdentifier, directory: path)
 
-        // Wait until nginx accepts connections, or exits, or 5 seconds pass.
+        // Wait until nginx has written its pid file (it listens a moment before) and accepts
+        // connections, or exits, or 5 seconds pass.
+        let pidFile = directory.appendingPathComponent("nginx.pid")
         let deadline = Date().addingTimeInterval(5)
         while true {
-            if let fd = POSIXSocket.connect(port: port) {
+            if let pidText = try? String(contentsOf: pidFile, encoding: .utf8),
+               Int32(pidText.trimmingCharacters(in: .whitespacesAndNewlines)) == process.processIdentifier,
+               let fd = POSIXSocket.connect(port: port) {
                 close(fd)
                 return process
             }

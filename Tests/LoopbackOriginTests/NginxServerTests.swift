@@ -93,14 +93,16 @@ final class NginxServerTests: XCTestCase {
     func testStopTerminatesNginxAndRemovesItsDirectory() throws {
         let nginx = try startNginx()
         let directory = nginx.directory
-        let pid = try XCTUnwrap(Int32(String(contentsOf: directory.appendingPathComponent("nginx.pid"), encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        let pid = try XCTUnwrap(nginx.processIdentifier)
+        let pidFile = try String(contentsOf: directory.appendingPathComponent("nginx.pid"), encoding: .utf8)
+        XCTAssertEqual(pidFile.trimmingCharacters(in: .whitespacesAndNewlines), "\(pid)", "the pid file is there once init returns")
         XCTAssertTrue(nginx.isRunning)
         XCTAssertFalse(connectionIsRefused(port: nginx.port))
 
         nginx.stop()
         nginx.stop()  // idempotent
         XCTAssertFalse(nginx.isRunning)
+        XCTAssertNil(nginx.processIdentifier)
         XCTAssertTrue(connectionIsRefused(port: nginx.port))
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path))
         XCTAssertNotEqual(kill(pid, 0), 0, "the nginx process is gone")
