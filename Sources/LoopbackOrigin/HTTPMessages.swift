@@ -112,6 +112,10 @@ public struct OriginResponse: Sendable {
         /// `stop()` cuts the wait short and closes the connection instead.
         case stall(TimeInterval)
         /// Reads the request, then closes the connection without sending a byte.
+        ///
+        /// A client that sent the request on a reused keep-alive connection may retry it once
+        /// on a new connection (libcurl, and so URLSession on Linux, does), so the origin can log
+        /// it twice.
         case closeWithoutResponse
     }
 

@@ -19,7 +19,7 @@ import Foundation
 /// talking to the origin; each response reflects one consistent state.
 public final class OriginResource: Sendable {
     /// Where a resource's `ETag` comes from.
-    public enum ETagMode: Sendable, Equatable, ExpressibleByStringLiteral {
+    public enum ETagMode: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByNilLiteral {
         /// A strong ETag derived from the body (a quoted hash, e.g. `"\"1f-9a3b…\""`), which
         /// changes whenever the body does.
         case automatic
@@ -32,6 +32,11 @@ public final class OriginResource: Sendable {
         /// A string literal is a fixed ETag: `etag: "\"v1\""`.
         public init(stringLiteral value: String) {
             self = .fixed(value)
+        }
+
+        /// `nil` is `.none`, so `etag: nil` means "no ETag".
+        public init(nilLiteral: ()) {
+            self = .none
         }
     }
 
@@ -94,6 +99,8 @@ public final class OriginResource: Sendable {
 
     /// Creates a resource whose `Last-Modified` is fixed at `lastModified`; the other
     /// parameters and defaults are those of the initializer taking a `LastModifiedMode`.
+    /// (There is deliberately no `Date?` form: `lastModified: .none` must mean "no
+    /// Last-Modified", never `Optional.none`.)
     public convenience init(
         body: Data, contentType: String = "application/octet-stream", etag: ETagMode = .automatic,
         lastModified: Date, headers: [HTTPField] = []

@@ -1,14 +1,12 @@
 #if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
 import Foundation
 
 /// An error from the loopback servers in this module: a failed system call or a server that
-/// would not start.
+/// would not start. A value type, safe to share between threads.
 public struct LoopbackServerError: Error, CustomStringConvertible, Sendable {
     /// What the server was doing, e.g. `"bind 127.0.0.1:8080"` or `"start nginx"`.
     public let operation: String
@@ -35,7 +33,7 @@ public struct LoopbackServerError: Error, CustomStringConvertible, Sendable {
 /// Thin wrappers over the POSIX socket calls the servers need. Every descriptor made here is
 /// close-on-exec, so a child process (nginx) never inherits a listener or a connection.
 enum POSIXSocket {
-    #if canImport(Glibc) || canImport(Musl)
+    #if canImport(Glibc)
     static let streamType = Int32(SOCK_STREAM.rawValue)
     static let sendFlags = Int32(MSG_NOSIGNAL)
     #else
@@ -107,7 +105,7 @@ enum POSIXSocket {
     /// Accepts one connection and configures it: close-on-exec, `TCP_NODELAY`, no SIGPIPE.
     /// Returns nil on a transient failure (`EINTR`, `ECONNABORTED`, ...).
     static func accept(_ listener: Int32) -> Int32? {
-        #if canImport(Glibc) || canImport(Musl)
+        #if canImport(Glibc)
         let fd = Glibc.accept(listener, nil, nil)
         #else
         let fd = Darwin.accept(listener, nil, nil)
@@ -204,7 +202,7 @@ enum POSIXSocket {
     /// Shuts both directions down: a blocked `recv` or `send` on another thread returns, and
     /// the peer sees the connection end. The descriptor stays open (its owner closes it).
     static func shutdownBoth(_ fd: Int32) {
-        #if canImport(Glibc) || canImport(Musl)
+        #if canImport(Glibc)
         _ = shutdown(fd, Int32(SHUT_RDWR))
         #else
         _ = shutdown(fd, SHUT_RDWR)
@@ -216,11 +214,6 @@ enum POSIXSocket {
 private func systemListen(_ fd: Int32, _ backlog: Int32) -> Int32 { Glibc.listen(fd, backlog) }
 private func systemConnect(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 {
     Glibc.connect(fd, address, length)
-}
-#elseif canImport(Musl)
-private func systemListen(_ fd: Int32, _ backlog: Int32) -> Int32 { Musl.listen(fd, backlog) }
-private func systemConnect(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 {
-    Musl.connect(fd, address, length)
 }
 #else
 private func systemListen(_ fd: Int32, _ backlog: Int32) -> Int32 { Darwin.listen(fd, backlog) }

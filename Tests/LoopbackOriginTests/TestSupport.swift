@@ -131,7 +131,7 @@ final class RawConnection {
             #else
             let flags: Int32 = 0
             #endif
-            let written = bytes.withUnsafeBytes { Glibc_send(fd, $0.baseAddress! + offset, bytes.count - offset, flags) }
+            let written = bytes.withUnsafeBytes { systemSend(fd, $0.baseAddress! + offset, bytes.count - offset, flags) }
             guard written > 0 else { throw RawClientError(description: "send: errno \(errno)") }
             offset += written
         }
@@ -245,11 +245,11 @@ final class RawConnection {
 }
 
 #if canImport(Glibc)
-private func Glibc_send(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int, _ flags: Int32) -> Int {
+private func systemSend(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int, _ flags: Int32) -> Int {
     Glibc.send(fd, pointer, count, flags)
 }
 #else
-private func Glibc_send(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int, _ flags: Int32) -> Int {
+private func systemSend(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int, _ flags: Int32) -> Int {
     Darwin.send(fd, pointer, count, flags)
 }
 #endif
