@@ -226,8 +226,8 @@ final class LoopbackOriginTests: XCTestCase {
     }
 
     func testDateHeaderComesFromTheClockAndCanBeOmitted() throws {
-        let clock = TestClock(Date(timeIntervalSince1970: 784_111_777))
-        let origin = try LoopbackOrigin(now: clock.closure)
+        let clock = ManualClock(Date(timeIntervalSince1970: 784_111_777))
+        let origin = try LoopbackOrigin(now: clock.read)
         origin.handle("/dated") { _ in OriginResponse() }
         origin.handle("/undated") { _ in OriginResponse(addsDateHeader: false) }
         origin.handle("/own") { _ in OriginResponse(headers: [HTTPField("date", "Mon, 07 Nov 1994 08:49:37 GMT")]) }

@@ -9,14 +9,14 @@ import XCTest
 final class OriginResourceTests: XCTestCase {
     private let start = Date(timeIntervalSince1970: 1_700_000_000)  // Tue, 14 Nov 2023 22:13:20 GMT
 
-    private func makeOrigin(_ resource: OriginResource, clock: TestClock) throws -> LoopbackOrigin {
-        let origin = try LoopbackOrigin(now: clock.closure)
+    private func makeOrigin(_ resource: OriginResource, clock: ManualClock) throws -> LoopbackOrigin {
+        let origin = try LoopbackOrigin(now: clock.read)
         origin.serve("/r", resource)
         return origin
     }
 
     func testGetAnswers200WithValidatorsAndExtraHeaders() async throws {
-        let clock = TestClock(start)
+        let clock = ManualClock(start)
         let resource = OriginResource(
             body: Data("{\"a\":1}".utf8), contentType: "application/json",
             headers: [HTTPField("Cache-Control", "max-age=60"), HTTPField("Vary", "Accept")])
@@ -53,7 +53,7 @@ final class OriginResourceTests: XCTestCase {
 
     func testHeadHasTheHeadersOfGetButNoBody() throws {
         let resource = OriginResource(body: Data("twelve bytes".utf8), contentType: "text/plain")
-        let origin = try makeOrigin(resource, clock: TestClock(start))
+        let origin = try makeOrigin(resource, clock: ManualClock(start))
         let connection = try RawConnection(port: origin.port)
         try connection.send("HEAD /r HTTP/1.1\r\nHost: x\r\n\r\n")
         let head = try connection.readResponse(forHead: true)
@@ -72,7 +72,7 @@ final class OriginResourceTests: XCTestCase {
         let resource = OriginResource(
             body: Data("body".utf8), contentType: "text/plain", etag: "\"v1\"",
             headers: [HTTPField("Cache-Control", "max-age=5"), HTTPField("Vary", "Accept"), HTTPField("X-Other", "1")])
-        let origin = try makeOrigin(resource, clock: TestClock(start))
+        let origin = try makeOrigin(resource, clock: ManualClock(start))
         let connection = try RawConnection(port: origin.port)
 
         for condition in ["\"v1\"", "W/\"v1\"", "\"v0\", \"v1\"", "\"a,b\" , W/\"v1\"", "*"] {
@@ -105,7 +105,7 @@ final class OriginResourceTests: XCTestCase {
     func testIfModifiedSinceAtOrAfterLastModifiedGets304() throws {
         let lastModified = Date(timeIntervalSince1970: 784_111_777.75)  // Sun, 06 Nov 1994 08:49:37 GMT
         let resource = OriginResource(body: Data("b".utf8), lastModified: lastModified)
-        let origin = try makeOrigin(resource, clock: TestClock(start))
+        let origin = try makeOrigin(resource, clock: ManualClock(start))
         let connection = try RawConnection(port: origin.port)
 
         func status(_ headers: String) throws -> Int {
@@ -129,7 +129,7 @@ final class OriginResourceTests: XCTestCase {
     }
 
     func testUpdateChangesTheETagAndLastModifiedSoOldValidatorsGet200() throws {
-        let clock = TestClock(start)
+        let clock = ManualClock(start)
         let resource = OriginResource(body: Data("v1".utf8), contentType: "text/plain")
         let origin = try makeOrigin(resource, clock: clock)
         let connection = try RawConnection(port: origin.port)
@@ -171,7 +171,7 @@ final class OriginResourceTests: XCTestCase {
 
     func testOtherMethodsGet405UnlessAHandlerTakesThem() throws {
         let resource = OriginResource(body: Data("b".utf8))
-        let origin = try makeOrigin(resource, clock: TestClock(start))
+        let origin = try makeOrigin(resource, clock: ManualClock(start))
         let connection = try RawConnection(port: origin.port)
         try connection.send("POST /r HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
         let refused = try connection.readResponse()

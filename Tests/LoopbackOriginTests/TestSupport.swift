@@ -11,23 +11,6 @@ import XCTest
 
 @testable import LoopbackOrigin
 
-/// A fake clock the tests move by hand.
-final class TestClock: Sendable {
-    private let current: LockedBox<Date>
-
-    init(_ start: Date = Date(timeIntervalSince1970: 1_700_000_000)) {
-        current = LockedBox(start)
-    }
-
-    var now: Date { current.withLock { $0 } }
-
-    func advance(by seconds: TimeInterval) {
-        current.withLock { $0 = $0.addingTimeInterval(seconds) }
-    }
-
-    var closure: @Sendable () -> Date { { self.now } }
-}
-
 /// A URLSession that never caches and gives up after a few seconds.
 func makeSession(timeout: TimeInterval = 5) -> URLSession {
     let configuration = URLSessionConfiguration.ephemeral
