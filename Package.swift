@@ -14,7 +14,9 @@ let package = Package(
         // An in-process HTTP/1.1 origin on a random loopback port, shared by the Demo and the tests.
         .target(name: "LoopbackOrigin"),
         .executableTarget(name: "Demo", dependencies: ["CachingProtocol", "LoopbackOrigin"]),
-        .testTarget(name: "CachingProtocolTests", dependencies: ["CachingProtocol", "LoopbackOrigin"]),
+        // A helper process for tests that need their own process (URLSession.shared, shared directories).
+        .executableTarget(name: "CacheTestTool", dependencies: ["CachingProtocol"]),
+        .testTarget(name: "CachingProtocolTests", dependencies: ["CachingProtocol", "LoopbackOrigin", "CacheTestTool"]),
         .testTarget(name: "LoopbackOriginTests", dependencies: ["LoopbackOrigin"]),
     ],
     swiftLanguageModes: [.v6]

@@ -18,7 +18,7 @@ extension CachingURLProtocol {
     /// Installs `configuration` and registers the protocol, so `URLSession.shared` (and, on Apple
     /// platforms, `NSURLConnection`) caches from now on. Call it once, at launch.
     ///
-    /// On Linux the shared session only consults classes registered *before* it was first used;
+    /// On Linux the shared session only consults classes registered *before* it was created;
     /// this method checks with a probe request that only the protocol answers, logs a warning
     /// through ``CachingConfiguration/log`` and returns ``RegistrationStatus/registeredTooLate``
     /// when registration came too late, instead of silently caching nothing. The probe creates
@@ -28,6 +28,7 @@ extension CachingURLProtocol {
     public static func register(_ configuration: CachingConfiguration = CachingConfiguration()) -> RegistrationStatus {
         Installation.install(configuration)
         _ = URLProtocol.registerClass(CachingURLProtocol.self)
+        Registration.moveFoundationProtocolsBehindOurs()
         let status = Registration.probeSharedSession()
         if status == .registeredTooLate {
             configuration.log("URLSession.shared existed before CachingURLProtocol.register() and will not cache. "
@@ -106,6 +107,20 @@ enum Registration {
     /// it fails at once with "connection refused", never hangs on DNS.
     static let probeURL = URL(string: "http://127.0.0.1:9/__caching-protocol-probe__")!
     private static let probeHeader = "X-Caching-Protocol-Probe"
+
+    /// swift-corelibs-foundation consults registered classes in registration order, and registers
+    /// its own HTTP protocol when the first session of the process is created. If any session
+    /// existed before `register()`, Foundation's HTTP protocol would sit ahead of ours in the list
+    /// `URLSession.shared` copies when it is created. Re-registering Foundation's classes puts
+    /// them behind ours. (Apple platforms consult the newest registration first.)
+    static func moveFoundationProtocolsBehindOurs() {
+        #if canImport(FoundationNetworking)
+        for foundationClass in URLSessionConfiguration.default.protocolClasses ?? [] where foundationClass != CachingURLProtocol.self {
+            URLProtocol.unregisterClass(foundationClass)
+            _ = URLProtocol.registerClass(foundationClass)
+        }
+        #endif
+    }
 
     static func isProbe(_ request: URLRequest) -> Bool {
         request.url == probeURL
