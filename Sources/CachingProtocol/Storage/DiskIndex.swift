@@ -95,11 +95,9 @@ struct DiskIndex: Sendable {
         entries.removeAll()
     }
 
-    /// Removes and returns the digests of every entry whose `latestResponseDate` is at or after `date`.
-    mutating func removeEntries(storedSince date: Date) -> [EntryDigest] {
-        let doomed = entries.filter { $0.value.latestResponseDate >= date }.map(\.key)
-        for digest in doomed { entries.removeValue(forKey: digest) }
-        return doomed
+    /// The digests of every entry whose `latestResponseDate` is at or after `date`.
+    func digests(storedSince date: Date) -> [EntryDigest] {
+        entries.filter { $0.value.latestResponseDate >= date }.map(\.key)
     }
 
     /// Applies one journal record.

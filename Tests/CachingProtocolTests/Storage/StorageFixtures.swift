@@ -27,13 +27,30 @@ enum Fixtures {
     /// A body whose bytes identify the key and version, so a test can tell whose body it got.
     static func body(key: String, version: Int = 0, size: Int) -> Data {
         var data = Data("\(key)#\(version)#".utf8)
-        var state = StableHash.hash(key, seed: UInt64(version))
+        var state = StableHash.hash(key, seed: UInt64(bitPattern: Int64(version)))
         while data.count < size {
             state = state &* 6364136223846793005 &+ 1442695040888963407
             data.append(UInt8(truncatingIfNeeded: state >> 33))
         }
         if data.count > size, size > 0 { data = data.prefix(size) }
         return Data(data)
+    }
+
+    /// The version a body made by `body(key:version:size:)` says it is, parsed from its bytes.
+    static func version(ofBody body: Data) -> Int? {
+        let parts = body.split(separator: UInt8(ascii: "#"), maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2 else { return nil }
+        return Int(String(decoding: parts[1], as: UTF8.self))
+    }
+
+    /// Whether `record` is exactly a record `record(key:version:bodySize:)` made for `key`.
+    static func isIntact(_ record: CacheRecord, key: String) -> Bool {
+        guard record.key == key, record.variants.count == 1,
+              let version = version(ofBody: record.variants[0].body)
+        else { return false }
+        let body = record.variants[0].body
+        return body == self.body(key: key, version: version, size: body.count)
+            && record.variants[0].responseURL == "https://example.com/\(key)"
     }
 
     static func entry(
