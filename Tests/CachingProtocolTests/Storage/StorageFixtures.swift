@@ -24,23 +24,31 @@ final class SteppingClock: Sendable {
 }
 
 enum Fixtures {
-    /// A body whose bytes identify the key and version, so a test can tell whose body it got.
+    /// A body whose bytes identify the key and version: "<version>#" and then bytes generated
+    /// from a seed of both, so a test can tell whose body it got.
     static func body(key: String, version: Int = 0, size: Int) -> Data {
-        var data = Data("\(key)#\(version)#".utf8)
+        var data = Data(count: size)
+        let prefix = Array("\(version)#".utf8)
         var state = StableHash.hash(key, seed: UInt64(bitPattern: Int64(version)))
-        while data.count < size {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
-            data.append(UInt8(truncatingIfNeeded: state >> 33))
+        data.withUnsafeMutableBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                withUnsafeBytes(of: state) { word in
+                    let count = min(8, buffer.count - offset)
+                    buffer.baseAddress!.advanced(by: offset).copyMemory(from: word.baseAddress!, byteCount: count)
+                }
+                offset += 8
+            }
+            for (index, byte) in prefix.prefix(buffer.count).enumerated() { buffer[index] = byte }
         }
-        if data.count > size, size > 0 { data = data.prefix(size) }
-        return Data(data)
+        return data
     }
 
     /// The version a body made by `body(key:version:size:)` says it is, parsed from its bytes.
     static func version(ofBody body: Data) -> Int? {
-        let parts = body.split(separator: UInt8(ascii: "#"), maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count >= 2 else { return nil }
-        return Int(String(decoding: parts[1], as: UTF8.self))
+        guard let end = body.firstIndex(of: UInt8(ascii: "#")) else { return nil }
+        return Int(String(decoding: body[body.startIndex..<end], as: UTF8.self))
     }
 
     /// Whether `record` is exactly a record `record(key:version:bodySize:)` made for `key`.
