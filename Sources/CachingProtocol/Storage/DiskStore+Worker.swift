@@ -206,7 +206,7 @@ extension DiskStore {
             // The directory could not be used before: learn what it holds now.
             worker.directoryFailed = false
             worker.snapshotNeeded = true
-            enqueue(.reconcile(full: false))
+            enqueueReconcile(full: false)
         }
     }
 
@@ -376,7 +376,7 @@ extension DiskStore {
     /// temporary files and foreign files in `entries/` are deleted. When `full`, the index could
     /// not be loaded and this rebuilds it. Lists the directory but reads only unlisted files.
     private func reconcile(full: Bool, _ worker: inout WorkerState) {
-        defer { state.withLock { $0.indexReady = true } }
+        defer { finishReconcile() }
         let names: [String]
         do {
             try prepareDirectory(&worker)
@@ -425,20 +425,30 @@ extension DiskStore {
         }
         // Newest first: each adoption goes in front, so the oldest file ends up evicted first.
         adopted.sort { $0.entry.lastAccess > $1.entry.lastAccess }
-        let adoptedEntries = state.withLock { state -> [DiskIndex.JournalRecord] in
+        let (adoptedEntries, removed) = state.withLock { state -> ([DiskIndex.JournalRecord], [EntryDigest]) in
             state.entryFileReads += orphans.count
             if corrupt > 0 {
                 state.corruptEntriesRemoved += corrupt
                 state.lastError = CachingError(.corruptEntry, "\(corrupt) unreadable entry file(s) in \(paths.entries)")
             }
             var records: [DiskIndex.JournalRecord] = []
+            var removed: [EntryDigest] = []
             for item in adopted where !state.index.contains(item.digest) {
+                // Removed by the app since the store opened: delete it rather than bring it back.
+                if state.tombstones.covers(item.digest, latestResponseDate: item.entry.latestResponseDate) {
+                    removed.append(item.digest)
+                    continue
+                }
                 state.index.adopt(item.digest, item.entry)
                 if let entry = state.index.entry(for: item.digest) { records.append(.put(item.digest, entry)) }
             }
-            return records
+            return (records, removed)
         }
         worker.pendingJournal.append(contentsOf: adoptedEntries)
+        for digest in removed {
+            removeEntryFile(digest, &worker)
+            worker.pendingJournal.append(.remove(digest))
+        }
 
         for name in others {
             let path = paths.entries + "/" + name
@@ -451,6 +461,20 @@ extension DiskStore {
         }
         if full || !adoptedEntries.isEmpty || !missing.isEmpty {
             worker.snapshotNeeded = true
+        }
+    }
+
+    /// Marks the index complete (also when reconciling failed: it then holds what it could
+    /// load). Once no reconcile is pending the index lists every file, so removals go through
+    /// it alone and the tombstones can go.
+    private func finishReconcile() {
+        state.withLock { state in
+            state.indexReady = true
+            state.pendingReconciles -= 1
+            if state.pendingReconciles <= 0 {
+                state.pendingReconciles = 0
+                state.tombstones = Tombstones()
+            }
         }
     }
 

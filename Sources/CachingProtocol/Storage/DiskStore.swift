@@ -134,12 +134,34 @@ final class DiskStore: RecordStore {
         case reconcile(full: Bool)
     }
 
+    /// What was removed while a reconcile was pending: files it finds that match are deleted,
+    /// not adopted, and lookups that read files directly treat them as misses.
+    struct Tombstones {
+        var digests: Set<EntryDigest> = []
+        var all = false
+        var storedSince: Date?
+
+        func covers(_ digest: EntryDigest) -> Bool {
+            all || digests.contains(digest)
+        }
+
+        func covers(_ digest: EntryDigest, latestResponseDate: Date) -> Bool {
+            covers(digest) || storedSince.map { latestResponseDate >= $0 } == true
+        }
+    }
+
     /// Everything readers and the worker share, under one lock.
     struct State {
         var index = DiskIndex()
         /// False until an index that could not be loaded has been rebuilt; meanwhile lookups
         /// read entry files directly.
         var indexReady = true
+        /// Reconciles queued or running: they may still adopt files the index does not list.
+        var pendingReconciles = 0
+
+        var reconcilePending: Bool { pendingReconciles > 0 }
+        /// Removals made while a reconcile is pending, so it does not adopt what was removed.
+        var tombstones = Tombstones()
         var staged: [EntryDigest: Staged] = [:]
         /// Digests with a `.write` operation queued and not yet started.
         var scheduledWrites: Set<EntryDigest> = []
@@ -186,10 +208,14 @@ final class DiskStore: RecordStore {
     /// The serial background worker that does every write, eviction and index update.
     let worker: DispatchQueue
 
-    init(configuration: Configuration) {
+    /// Opens (or creates) the cache in `configuration.directory`: reads the index snapshot and
+    /// journal on the calling thread, and queues a reconcile with the directory on the worker.
+    /// `workerTarget`, for tests, is the queue the worker runs on (suspend it to hold the worker
+    /// before its first operation).
+    init(configuration: Configuration, workerTarget: DispatchQueue? = nil) {
         self.configuration = configuration
         paths = Paths(directory: configuration.directory)
-        worker = DispatchQueue(label: "CachingProtocol.DiskStore.worker", qos: .utility)
+        worker = DispatchQueue(label: "CachingProtocol.DiskStore.worker", qos: .utility, target: workerTarget)
         var state = State(capacity: max(0, configuration.capacity), maximumEntryFraction: configuration.maximumEntryFraction)
         var workerState = WorkerState()
         Self.open(paths: paths, state: &state, worker: &workerState)
@@ -198,7 +224,7 @@ final class DiskStore: RecordStore {
         if workerState.directoryReady {
             // Also when the index loaded: files written after the last journal append before a
             // crash, or by another process, are adopted (or deleted) so they cannot hold space forever.
-            enqueue(.reconcile(full: !state.indexReady))
+            enqueueReconcile(full: !state.indexReady)
         }
     }
 
@@ -277,7 +303,7 @@ final class DiskStore: RecordStore {
                 state.accessTimeWriteScheduled = true
                 return (.indexed(generation: entry.generation), schedule)
             }
-            if !state.indexReady {
+            if !state.indexReady, !state.tombstones.covers(digest) {
                 state.entryFileReads += 1
                 return (.unindexed, false)
             }
@@ -297,8 +323,14 @@ final class DiskStore: RecordStore {
         let path = paths.entry(digest)
         do {
             let record = try EntryCodec.decode(try FileIO.readFile(path), expectedKey: key)
-            state.withLock { $0.hits += 1 }
-            return record
+            let removed = state.withLock { state -> Bool in
+                // Read before the index was rebuilt: it may be a file removed since.
+                let removed = generation == nil
+                    && state.tombstones.covers(digest, latestResponseDate: record.latestResponseDate)
+                if removed { state.misses += 1 } else { state.hits += 1 }
+                return removed
+            }
+            return removed ? nil : record
         } catch let error as FileError where error.isMissing {
             // Evicted by another process, or the directory was deleted: forget the entry.
             let start = state.withLock { state -> Bool in
@@ -358,6 +390,9 @@ final class DiskStore: RecordStore {
             for (digest, staged) in state.staged where staged.record.latestResponseDate >= date {
                 digests.append(digest)
             }
+            if state.reconcilePending {
+                state.tombstones.storedSince = min(state.tombstones.storedSince ?? date, date)
+            }
             guard !digests.isEmpty else { return false }
             return state.forget(digests)
         }
@@ -370,6 +405,7 @@ final class DiskStore: RecordStore {
             state.scheduledWrites.removeAll()
             state.touched.removeAll()
             state.index.removeAll()
+            if state.reconcilePending { state.tombstones.all = true }
             return state.enqueue(.removeAll)
         }
         if start { startWorker() }
@@ -442,6 +478,14 @@ final class DiskStore: RecordStore {
         if state.withLock({ $0.enqueue(operation) }) { startWorker() }
     }
 
+    func enqueueReconcile(full: Bool) {
+        let start = state.withLock { state -> Bool in
+            state.pendingReconciles += 1
+            return state.enqueue(.reconcile(full: full))
+        }
+        if start { startWorker() }
+    }
+
     func startWorker() {
         worker.async { self.runWorker() }
     }
@@ -480,9 +524,10 @@ extension DiskStore.State {
             scheduledWrites.remove(digest)
             let wasIndexed = index.remove(digest) != nil
             touched.remove(digest)
+            if reconcilePending { tombstones.digests.insert(digest) }
             // Without a staged write or an index entry there is no file of ours to delete (unless
-            // the index is still being rebuilt), so an unknown key costs no disk work.
-            if wasStaged || wasIndexed || !indexReady { onDisk.append(digest) }
+            // a reconcile may still find one), so an unknown key costs no disk work.
+            if wasStaged || wasIndexed || reconcilePending { onDisk.append(digest) }
         }
         guard !onDisk.isEmpty else { return false }
         return enqueue(.discard(onDisk))

@@ -429,6 +429,83 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         }
     }
 
+    func testRemovalsMadeBeforeTheIndexIsRebuiltStick() throws {
+        // Given a cache whose index snapshot is damaged, so opening it rebuilds from the files
+        let base = Date(timeIntervalSinceReferenceDate: 600_000_000)
+        let records = (0..<6).map { Fixtures.record(key: "k\($0)", responseDate: base.addingTimeInterval(Double($0) * 60)) }
+        do {
+            let store = makeStore()
+            records.forEach(store.store)
+            store.flush()
+        }
+        let indexURL = cacheDirectory().appendingPathComponent("index")
+        try Data(repeating: 0, count: 64).write(to: indexURL)
+        // When, before the rebuild runs, one record is removed and those from minute 4 on too
+        let gate = DispatchQueue(label: "gate")
+        gate.suspend()
+        let store = DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate)
+        store.removeRecord(forKey: "k1")
+        store.removeRecords(storedSince: base.addingTimeInterval(240))
+        // Then lookups made meanwhile (which read files directly) already miss them
+        XCTAssertNil(store.record(forKey: "k1"))
+        XCTAssertNil(store.record(forKey: "k5"))
+        XCTAssertEqual(store.record(forKey: "k0"), records[0])
+        gate.resume()
+        store.flush()
+        // And the rebuild does not bring them back, now or after a restart
+        let expected: Set = ["k0", "k2", "k3"]
+        for record in records {
+            XCTAssertEqual(store.record(forKey: record.key) != nil, expected.contains(record.key), record.key)
+        }
+        XCTAssertEqual(entryFiles(in: cacheDirectory()).count, 3)
+        let reopened = makeStore()
+        reopened.flush()
+        XCTAssertEqual(reopened.statistics.entryCount, 3)
+        assertDirectoryMatchesStatistics(reopened)
+    }
+
+    func testRemoveAllBeforeTheOpeningReconcileRemovesOrphansToo() throws {
+        // Given a cache with an orphan file (written just before a crash)
+        do {
+            let store = makeStore()
+            store.store(Fixtures.record(key: "known"))
+            store.flush()
+        }
+        try EntryCodec.encode(Fixtures.record(key: "orphan")).write(to: URL(fileURLWithPath: entryPath("orphan")))
+        // When everything is removed before the reconcile runs, and one record stored again
+        let gate = DispatchQueue(label: "gate")
+        gate.suspend()
+        let store = DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate)
+        store.removeAll()
+        store.removeRecord(forKey: "orphan")
+        store.store(Fixtures.record(key: "new"))
+        gate.resume()
+        store.flush()
+        // Then neither old record comes back, and the new one stays
+        XCTAssertNil(store.record(forKey: "known"))
+        XCTAssertNil(store.record(forKey: "orphan"))
+        XCTAssertNotNil(store.record(forKey: "new"))
+        XCTAssertEqual(entryFiles(in: cacheDirectory()), [StableHash.hexDigest128("new")])
+    }
+
+    func testRemovingAnOrphanBeforeTheReconcileDeletesIt() throws {
+        do {
+            let store = makeStore()
+            store.store(Fixtures.record(key: "known"))
+            store.flush()
+        }
+        try EntryCodec.encode(Fixtures.record(key: "orphan")).write(to: URL(fileURLWithPath: entryPath("orphan")))
+        let gate = DispatchQueue(label: "gate")
+        gate.suspend()
+        let store = DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate)
+        store.removeRecord(forKey: "orphan")
+        gate.resume()
+        store.flush()
+        XCTAssertNil(store.record(forKey: "orphan"))
+        XCTAssertNotNil(store.record(forKey: "known"))
+        XCTAssertEqual(entryFiles(in: cacheDirectory()), [StableHash.hexDigest128("known")])
+    }
+
     func testOrphanFilesAreAdoptedOrDeleted() throws {
         // Given a cache, plus files the index does not know: a valid entry (a crash between its
         // rename and the journal append), a garbage file with an entry name, an abandoned
