@@ -21,6 +21,25 @@ import Foundation
 /// "used" means stored or read, tracked in the index (file access times are not used). A record
 /// whose file would exceed `capacity * maximumEntryFraction` is not stored.
 ///
+/// Sizes are file lengths (`st_size`), which is what the capacity is compared with; the blocks
+/// a file system allocates for many small files can add up to more.
+///
+/// Index: opening reads the snapshot and replays the journal, never listing or reading entry
+/// files, so a cache opens in time proportional to its entry count, not its bytes. Each settled
+/// batch of writes and removals is appended to the journal (so the index survives a crash), with
+/// the access times of hits since the last append. After every open the worker lists `entries/`
+/// once: files the index lacks (a crash between a rename and its journal append, or another
+/// process's writes) are adopted as least recently used after their header checks out, or deleted;
+/// entries whose file is gone are dropped; abandoned temporary files are deleted. A missing or
+/// damaged snapshot makes that pass a full rebuild from the files' headers; until it ends,
+/// lookups read files directly. Removals made before the pass ends are remembered so it cannot
+/// bring them back.
+///
+/// Processes: two processes may share a directory. Entry files are replaced by `rename` and
+/// checksummed, so each reads the other's entries whole or not at all; journal appends are single
+/// `write`s of self-checksummed records. Each process keeps its own index, so one sees entries the
+/// other wrote after it opened only after reopening, and capacity is enforced per process.
+///
 /// Threading: any method may be called from any thread. Lookups read and decode the file on
 /// the calling thread and take the lock twice (to find the entry, then to count the result),
 /// never across I/O. All other I/O runs on the worker.
