@@ -10,6 +10,9 @@ extension DiskStore {
         /// The directories could not be created; once they can, the index is reconciled with
         /// whatever the directory holds.
         var directoryFailed = false
+        /// The directory was deleted while the store ran. Only writing an entry recreates it;
+        /// until then journal appends and snapshots are skipped (there is nothing to describe).
+        var directoryDeleted = false
         var journal: JournalFile?
         var snapshotSize = 0
         var journalSize = 0
@@ -169,9 +172,9 @@ extension DiskStore {
     }
 
     private func removeAllFiles(_ worker: inout WorkerState) {
-        guard (try? prepareDirectory(&worker)) != nil,
-              let names = try? FileIO.contentsOfDirectory(paths.entries)
-        else { return }
+        guard !worker.directoryDeleted, let names = try? FileIO.contentsOfDirectory(paths.entries) else {
+            return  // no directory, nothing to remove
+        }
         // Entries in the index were stored after `removeAll` was called.
         let keep = state.withLock { state in
             Set(names.compactMap(EntryDigest.init(fileName:)).filter { state.index.contains($0) })
@@ -191,7 +194,8 @@ extension DiskStore {
 
     // MARK: - Directory
 
-    /// Makes sure the cache directory and `entries/` exist (cheap once known).
+    /// Makes sure the cache directory and `entries/` exist (cheap once known), creating them
+    /// if needed: also after the directory was deleted, so only entry writes call this then.
     func prepareDirectory(_ worker: inout WorkerState) throws {
         guard !worker.directoryReady else { return }
         do {
@@ -202,6 +206,7 @@ extension DiskStore {
             throw error
         }
         worker.directoryReady = true
+        worker.directoryDeleted = false
         if worker.directoryFailed {
             // The directory could not be used before: learn what it holds now.
             worker.directoryFailed = false
@@ -213,6 +218,7 @@ extension DiskStore {
     /// The directory was deleted while the store ran: forget the files it held.
     private func directoryVanished(_ worker: inout WorkerState) {
         worker.directoryReady = false
+        worker.directoryDeleted = true
         worker.journal?.close()
         worker.journal = nil
         worker.snapshotSize = 0
@@ -258,7 +264,10 @@ extension DiskStore {
         let records = worker.pendingJournal + touches
         guard !records.isEmpty else { return }
         do {
-            let journal = try openJournal(&worker)
+            guard let journal = try openJournal(&worker) else {
+                worker.pendingJournal.removeAll()  // the directory is gone, and what they describe
+                return
+            }
             try journal.append(DiskIndex.encodeJournal(records), synchronize: configuration.synchronizesWrites)
             worker.pendingJournal.removeAll()
             worker.journalSize = (try? journal.size()) ?? worker.journalSize
@@ -271,8 +280,9 @@ extension DiskStore {
         }
     }
 
-    /// The open journal, reopened when the file was deleted or replaced behind our back.
-    private func openJournal(_ worker: inout WorkerState) throws -> JournalFile {
+    /// The open journal, reopened when the file was deleted or replaced behind our back; nil
+    /// when the whole directory was deleted (a journal append must not recreate it).
+    private func openJournal(_ worker: inout WorkerState) throws -> JournalFile? {
         if let journal = worker.journal, journal.isCurrent { return journal }
         if worker.journal != nil {
             // Replaced or deleted: what it held is lost, so the next snapshot must restate it all.
@@ -280,11 +290,19 @@ extension DiskStore {
             worker.journal = nil
             worker.snapshotNeeded = true
         }
-        try prepareDirectory(&worker)
+        guard directoryExists(&worker) else { return nil }
         let journal = try JournalFile(path: paths.journal)
         worker.journal = journal
         worker.journalSize = (try? journal.size()) ?? 0
         return journal
+    }
+
+    /// Whether `entries/` still exists; notes a deleted directory (without recreating it).
+    private func directoryExists(_ worker: inout WorkerState) -> Bool {
+        guard !worker.directoryDeleted else { return false }
+        if (try? FileIO.status(paths.entries))?.isDirectory == true { return true }
+        directoryVanished(&worker)
+        return false
     }
 
     private func compactIfNeeded(_ worker: inout WorkerState) {
@@ -303,17 +321,17 @@ extension DiskStore {
             state.touched.removeAll()  // their access times are in the snapshot
             return state.index.snapshotData()
         }
+        // A deleted directory keeps `snapshotNeeded` until an entry write recreates it.
+        guard directoryExists(&worker) else { return }
         let synchronize = configuration.synchronizesWrites
         let temporary = paths.temporaryFile(in: paths.root)
         do {
-            try prepareDirectory(&worker)
             try FileIO.createFile(temporary, contents: data, mode: 0o600, synchronize: synchronize)
             try FileIO.replaceItem(at: paths.index, with: temporary)
             if synchronize { try? FileIO.synchronizeDirectory(paths.root) }
             worker.snapshotSize = data.count
             worker.pendingJournal.removeAll()
-            let journal = try openJournal(&worker)
-            try journal.truncate()
+            try openJournal(&worker)?.truncate()
             worker.journalSize = 0
             worker.snapshotNeeded = false
         } catch {
@@ -379,8 +397,11 @@ extension DiskStore {
         defer { finishReconcile() }
         let names: [String]
         do {
-            try prepareDirectory(&worker)
+            guard !worker.directoryDeleted else { return }
             names = try FileIO.contentsOfDirectory(paths.entries)
+        } catch let error as FileError where error.isMissing {
+            directoryVanished(&worker)  // deleted since it opened: the next write recreates it
+            return
         } catch {
             reportWriteFailure(error, &worker)
             return

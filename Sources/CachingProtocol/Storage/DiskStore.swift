@@ -252,7 +252,8 @@ final class DiskStore: RecordStore {
     }
 
     deinit {
-        // Every queued block holds the store, so nothing is pending here but access times.
+        // Every queued block holds the store, so nothing is pending here but access times
+        // (which are not written into a directory that was deleted meanwhile).
         workerState.withLock { worker in
             appendJournal(&worker)
             worker.journal?.close()

@@ -46,7 +46,7 @@ final class StorageBenchmarks: TemporaryDirectoryTestCase {
                      count, median(opens) * 1000, opens.min()! * 1000, opens.max()! * 1000))
         print(String(format: "[bench] background reconcile (directory listing) after open: median %.1f ms", median(reconciles) * 1000))
 
-        let reader = DiskStore(configuration: .init(directory: directory, capacity: 1 << 30))
+        let reader = track(DiskStore(configuration: .init(directory: directory, capacity: 1 << 30)))
         reader.flush()
         let lookups = 20_000
         let hits = seconds {

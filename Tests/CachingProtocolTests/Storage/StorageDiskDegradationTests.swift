@@ -8,7 +8,7 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
     private let clock = SteppingClock()
 
     private func makeStore(_ directory: URL, capacity: Int = 10 * 1024 * 1024) -> DiskStore {
-        DiskStore(configuration: .init(directory: directory, capacity: capacity, accessTimeWriteDelay: 3600, now: clock.closure))
+        track(DiskStore(configuration: .init(directory: directory, capacity: capacity, accessTimeWriteDelay: 3600, now: clock.closure)))
     }
 
     private func temporaryFiles(in directory: URL) -> [String] {

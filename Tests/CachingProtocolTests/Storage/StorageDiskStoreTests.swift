@@ -15,14 +15,14 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         fraction: Double = 0.25,
         compaction: Int = 1024 * 1024
     ) -> DiskStore {
-        DiskStore(configuration: .init(
+        track(DiskStore(configuration: .init(
             directory: directory ?? cacheDirectory(),
             capacity: capacity,
             maximumEntryFraction: fraction,
             journalCompactionThreshold: compaction,
             accessTimeWriteDelay: 3600,  // tests persist access times with flush()
             now: clock.closure
-        ))
+        )))
     }
 
     private func fileSize(of record: CacheRecord) -> Int {
@@ -335,7 +335,7 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
     }
 
     func testSynchronousWritesOptionWorks() {
-        let store = DiskStore(configuration: .init(directory: cacheDirectory(), synchronizesWrites: true, now: clock.closure))
+        let store = track(DiskStore(configuration: .init(directory: cacheDirectory(), synchronizesWrites: true, now: clock.closure)))
         store.store(Fixtures.richRecord())
         store.flush()
         XCTAssertEqual(makeStore().record(forKey: Fixtures.richRecord().key), Fixtures.richRecord())
@@ -443,7 +443,7 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         // When, before the rebuild runs, one record is removed and those from minute 4 on too
         let gate = DispatchQueue(label: "gate")
         gate.suspend()
-        let store = DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate)
+        let store = track(DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate))
         store.removeRecord(forKey: "k1")
         store.removeRecords(storedSince: base.addingTimeInterval(240))
         // Then lookups made meanwhile (which read files directly) already miss them
@@ -475,7 +475,7 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         // When everything is removed before the reconcile runs, and one record stored again
         let gate = DispatchQueue(label: "gate")
         gate.suspend()
-        let store = DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate)
+        let store = track(DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate))
         store.removeAll()
         store.removeRecord(forKey: "orphan")
         store.store(Fixtures.record(key: "new"))
@@ -497,7 +497,7 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         try EntryCodec.encode(Fixtures.record(key: "orphan")).write(to: URL(fileURLWithPath: entryPath("orphan")))
         let gate = DispatchQueue(label: "gate")
         gate.suspend()
-        let store = DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate)
+        let store = track(DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate))
         store.removeRecord(forKey: "orphan")
         gate.resume()
         store.flush()
@@ -568,8 +568,13 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         store.flush()
         // When the whole directory is deleted under the store
         try FileManager.default.removeItem(at: cacheDirectory())
-        // Then reads miss, and the next write recreates the directory
+        // Then reads miss, and nothing but a write recreates the directory
         XCTAssertNil(store.record(forKey: "before"))
+        store.removeRecord(forKey: "other")
+        store.capacity = 1_000_000
+        store.flush()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cacheDirectory().path))
+        XCTAssertEqual(store.statistics.entryCount, 0)
         store.store(Fixtures.record(key: "after"))
         store.flush()
         XCTAssertEqual(store.record(forKey: "after"), Fixtures.record(key: "after"))

@@ -136,6 +136,10 @@ class TemporaryDirectoryTestCase: XCTestCase {
     }
 
     override func tearDownWithError() throws {
+        // Let every store finish its queued work (and be released) before its directory goes,
+        // so no write lands in a directory being deleted.
+        for store in trackedStores { store.flush() }
+        trackedStores = []
         for mountPoint in mountPoints.reversed() {
             _ = runProcess("/bin/umount", ["-l", mountPoint])
         }
@@ -144,6 +148,15 @@ class TemporaryDirectoryTestCase: XCTestCase {
             try? FileManager.default.removeItem(at: temporaryDirectory)
         }
         try super.tearDownWithError()
+    }
+
+    private var trackedStores: [DiskStore] = []
+
+    /// Keeps `store` until tearDown, which flushes it before removing the directory.
+    @discardableResult
+    func track(_ store: DiskStore) -> DiskStore {
+        trackedStores.append(store)
+        return store
     }
 
     /// A cache directory inside the test's temporary directory.

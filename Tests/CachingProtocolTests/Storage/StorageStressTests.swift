@@ -14,7 +14,7 @@ final class StorageStressTests: TemporaryDirectoryTestCase {
     }
 
     /// Runs the mixed workload on `store` and returns what the readers saw.
-    /// `settle` runs every 500 operations of each thread (the disk test flushes there, so
+    /// `settle` runs every 1,000 operations of each thread (the disk test flushes there, so
     /// lookups also read files while other threads' writes land, not only staged records).
     private func hammer(
         _ store: some RecordStore,
@@ -28,7 +28,7 @@ final class StorageStressTests: TemporaryDirectoryTestCase {
             var local = Outcome()
             var generator = SystemRandomNumberGenerator()
             for step in 0..<operationsPerThread {
-                if step % 500 == 499 { settle() }
+                if step % 1000 == 999 { settle() }
                 let key = "GET https://example.com/item/\(Int.random(in: 0..<keyCount, using: &generator))"
                 let dice = Int.random(in: 0..<100, using: &generator)
                 if dice < 55 {
@@ -73,7 +73,7 @@ final class StorageStressTests: TemporaryDirectoryTestCase {
         // Given a disk tier small enough to evict
         let capacity = 128 * 1024
         let directory = cacheDirectory()
-        let store = DiskStore(configuration: .init(directory: directory, capacity: capacity))
+        let store = track(DiskStore(configuration: .init(directory: directory, capacity: capacity)))
         // When 8 threads run 10,000 mixed operations each
         let outcome = hammer(store, keyCount: 128, maximumBodySize: 2000, settle: { store.flush() })
         store.flush()
@@ -82,7 +82,7 @@ final class StorageStressTests: TemporaryDirectoryTestCase {
         XCTAssertGreaterThan(outcome.hits, 1000)
         XCTAssertEqual(store.diagnostics.corruptEntriesRemoved, 0)
         XCTAssertEqual(store.diagnostics.writeFailures, 0)
-        XCTAssertGreaterThan(store.diagnostics.entryFileReads, 5000)
+        XCTAssertGreaterThan(store.diagnostics.entryFileReads, 3000, "lookups should also have read files")
         // And the files fit the capacity and match the statistics
         let onDisk = sizeOfFiles(in: directory)
         XCTAssertLessThanOrEqual(onDisk, capacity)
@@ -92,7 +92,7 @@ final class StorageStressTests: TemporaryDirectoryTestCase {
         let finals = (0..<20).map { Fixtures.record(key: "GET https://example.com/item/\($0)", version: 7_777_777, bodySize: 1500) }
         finals.forEach(store.store)
         store.flush()
-        let reopened = DiskStore(configuration: .init(directory: directory, capacity: capacity))
+        let reopened = track(DiskStore(configuration: .init(directory: directory, capacity: capacity)))
         reopened.flush()
         for record in finals {
             XCTAssertEqual(reopened.record(forKey: record.key), record)
