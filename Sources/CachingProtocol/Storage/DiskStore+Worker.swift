@@ -1,0 +1,541 @@
+import Foundation
+
+/// The worker side of `DiskStore`: everything that writes or deletes files runs here, serially,
+/// on `worker`.
+extension DiskStore {
+    /// State only the worker touches.
+    struct WorkerState {
+        /// The directories are known to exist (cleared after a failed write, so the next one checks).
+        var directoryReady = false
+        /// The directories could not be created; once they can, the index is reconciled with
+        /// whatever the directory holds.
+        var directoryFailed = false
+        /// The directory was deleted while the store ran. Only writing an entry recreates it;
+        /// until then journal appends and snapshots are skipped (there is nothing to describe).
+        var directoryDeleted = false
+        var journal: JournalFile?
+        var snapshotSize = 0
+        var journalSize = 0
+        /// The journal on disk is missing records (an append failed, it was replaced, or it held
+        /// damaged bytes): the next settle writes a fresh snapshot.
+        var snapshotNeeded = false
+        /// Index changes made in memory and not yet appended to the journal.
+        var pendingJournal: [DiskIndex.JournalRecord] = []
+    }
+
+    /// Temporary files older than this whose process still runs are treated as abandoned.
+    static let abandonedTemporaryFileAge: TimeInterval = 300
+
+    // MARK: - The loop
+
+    /// Performs queued operations until none are left, settling the index after each batch.
+    func drain(_ worker: inout WorkerState) {
+        while true {
+            let operations = state.withLock { state -> [Operation] in
+                let operations = state.operations
+                state.operations = []
+                return operations
+            }
+            if operations.isEmpty { return }
+            for operation in operations {
+                perform(operation, &worker)
+            }
+            settle(&worker)
+        }
+    }
+
+    /// Journals what changed, folds the journal into a snapshot when it has grown, evicts down to
+    /// the capacity, and publishes the metadata size.
+    func settle(_ worker: inout WorkerState) {
+        appendJournal(&worker)
+        compactIfNeeded(&worker)
+        enforceCapacity(&worker)
+        publishMetadataSize(worker)
+    }
+
+    private func perform(_ operation: Operation, _ worker: inout WorkerState) {
+        switch operation {
+        case .write(let digest): write(digest, &worker)
+        case .discard(let digests): discard(digests, &worker)
+        case .removeAll: removeAllFiles(&worker)
+        case .enforceCapacity: break  // `settle` does it after every batch
+        case .reconcile(let full): reconcile(full: full, &worker)
+        }
+    }
+
+    func publishMetadataSize(_ worker: WorkerState) {
+        let size = worker.snapshotSize + worker.journalSize
+        state.withLock { $0.metadataBytes = size }
+    }
+
+    // MARK: - Writing entries
+
+    private func write(_ digest: EntryDigest, _ worker: inout WorkerState) {
+        let job = state.withLock { state -> (record: CacheRecord, sequence: UInt64, limit: Int)? in
+            state.scheduledWrites.remove(digest)
+            guard let staged = state.staged[digest] else { return nil }  // removed meanwhile
+            return (staged.record, staged.sequence, state.maximumEntryBytes)
+        }
+        guard let job else { return }
+
+        let data = EntryCodec.encode(job.record)
+        guard data.count <= job.limit else {
+            // Too large for this tier once encoded: not stored, and the old record goes too.
+            dropWrite(digest, sequence: job.sequence, &worker)
+            return
+        }
+        do {
+            guard try writeEntryFile(digest, data, &worker) else { return }  // removed while written
+        } catch {
+            reportWriteFailure(error, &worker)
+            dropWrite(digest, sequence: job.sequence, &worker)
+            return
+        }
+
+        let entry = state.withLock { state -> DiskIndex.Entry? in
+            // Gone from the staged map means removed after the rename: the file must go.
+            guard let current = state.staged[digest] else { return nil }
+            if current.sequence == job.sequence { state.staged.removeValue(forKey: digest) }
+            let entry = DiskIndex.Entry(
+                fileSize: data.count,
+                latestResponseDate: job.record.latestResponseDate,
+                lastAccess: current.lastAccess
+            )
+            state.index.put(digest, entry)
+            state.touched.remove(digest)
+            if case .unavailable = state.status { state.status = .available }
+            return entry
+        }
+        if let entry {
+            worker.pendingJournal.append(.put(digest, entry))
+        } else {
+            removeEntryFile(digest, &worker)
+            worker.pendingJournal.append(.remove(digest))
+        }
+    }
+
+    /// A write that will not happen: unstage it (unless a newer one is staged) and delete the
+    /// old file, which holds a record the caller has replaced.
+    private func dropWrite(_ digest: EntryDigest, sequence: UInt64, _ worker: inout WorkerState) {
+        state.withLock { state in
+            if state.staged[digest]?.sequence == sequence { state.staged.removeValue(forKey: digest) }
+            state.index.remove(digest)
+            state.touched.remove(digest)
+        }
+        removeEntryFile(digest, &worker)
+        worker.pendingJournal.append(.remove(digest))
+    }
+
+    /// Writes `data` to a temporary file and renames it over the entry. Returns false when the
+    /// record was removed before the rename (nothing is left behind).
+    private func writeEntryFile(_ digest: EntryDigest, _ data: Data, _ worker: inout WorkerState) throws -> Bool {
+        try prepareDirectory(&worker)
+        let synchronize = configuration.synchronizesWrites
+        let temporary = paths.temporaryFile(in: paths.entries)
+        do {
+            try FileIO.createFile(temporary, contents: data, mode: 0o600, synchronize: synchronize)
+        } catch let error as FileError where error.isMissing {
+            // The directory was deleted under us: everything in it is gone; recreate and retry once.
+            directoryVanished(&worker)
+            try prepareDirectory(&worker)
+            try FileIO.createFile(temporary, contents: data, mode: 0o600, synchronize: synchronize)
+        }
+        guard state.withLock({ $0.staged[digest] != nil }) else {
+            FileIO.removeQuietly(temporary)
+            return false
+        }
+        do {
+            try FileIO.replaceItem(at: paths.entry(digest), with: temporary)
+        } catch {
+            FileIO.removeQuietly(temporary)
+            throw error
+        }
+        if synchronize { try? FileIO.synchronizeDirectory(paths.entries) }
+        return true
+    }
+
+    private func removeEntryFile(_ digest: EntryDigest, _ worker: inout WorkerState) {
+        do {
+            try FileIO.removeFile(paths.entry(digest))
+        } catch {
+            reportWriteFailure(error, &worker)
+        }
+    }
+
+    private func discard(_ digests: [EntryDigest], _ worker: inout WorkerState) {
+        // An entry back in the index was written again after the removal: keep that file.
+        let doomed = state.withLock { state in digests.filter { !state.index.contains($0) } }
+        for digest in doomed {
+            removeEntryFile(digest, &worker)
+            worker.pendingJournal.append(.remove(digest))
+        }
+    }
+
+    private func removeAllFiles(_ worker: inout WorkerState) {
+        guard !worker.directoryDeleted, let names = try? FileIO.contentsOfDirectory(paths.entries) else {
+            return  // no directory, nothing to remove
+        }
+        // Entries in the index were stored after `removeAll` was called.
+        let keep = state.withLock { state in
+            Set(names.compactMap(EntryDigest.init(fileName:)).filter { state.index.contains($0) })
+        }
+        for name in names {
+            if let digest = EntryDigest(fileName: name), keep.contains(digest) { continue }
+            let path = paths.entries + "/" + name
+            if name.hasPrefix(Paths.temporaryPrefix), !isAbandonedTemporaryFile(name: name, path: path) { continue }
+            FileIO.removeQuietly(path)
+        }
+        worker.pendingJournal = [.clear] + worker.pendingJournal.filter {
+            if case .put(let digest, _) = $0 { return keep.contains(digest) }
+            return false
+        }
+        worker.snapshotNeeded = true
+    }
+
+    // MARK: - Directory
+
+    /// Makes sure the cache directory and `entries/` exist (cheap once known), creating them
+    /// if needed: also after the directory was deleted, so only entry writes call this then.
+    func prepareDirectory(_ worker: inout WorkerState) throws {
+        guard !worker.directoryReady else { return }
+        do {
+            try FileIO.createDirectories(paths.root, mode: 0o700)
+            try FileIO.createDirectory(paths.entries, mode: 0o700)
+        } catch {
+            worker.directoryFailed = true
+            throw error
+        }
+        worker.directoryReady = true
+        worker.directoryDeleted = false
+        if worker.directoryFailed {
+            // The directory could not be used before: learn what it holds now.
+            worker.directoryFailed = false
+            worker.snapshotNeeded = true
+            enqueueReconcile(full: false)
+        }
+    }
+
+    /// The directory was deleted while the store ran: forget the files it held.
+    private func directoryVanished(_ worker: inout WorkerState) {
+        worker.directoryReady = false
+        worker.directoryDeleted = true
+        worker.journal?.close()
+        worker.journal = nil
+        worker.snapshotSize = 0
+        worker.journalSize = 0
+        worker.pendingJournal.removeAll()
+        worker.snapshotNeeded = true
+        state.withLock { state in
+            state.index.removeAll()
+            state.touched.removeAll()
+        }
+    }
+
+    private func reportWriteFailure(_ error: Error, _ worker: inout WorkerState) {
+        let failure: CachingError
+        if let error = error as? FileError, error.meansUnwritable {
+            failure = CachingError(.diskUnavailable, error.description)
+        } else {
+            failure = CachingError(.diskWriteFailed, "\(error)")
+        }
+        worker.directoryReady = false  // check the directory again before the next write
+        state.withLock { state in
+            state.writeFailures += 1
+            state.status = .unavailable(failure)
+            state.lastError = failure
+        }
+    }
+
+    // MARK: - Journal and snapshot
+
+    /// Appends the pending index changes and the access times of recent hits, in one `write`.
+    func appendJournal(_ worker: inout WorkerState) {
+        let touches = state.withLock { state -> [DiskIndex.JournalRecord] in
+            guard !state.touched.isEmpty else { return [] }
+            var times: [(EntryDigest, Date)] = []
+            times.reserveCapacity(state.touched.count)
+            for digest in state.touched {
+                if let entry = state.index.entry(for: digest) { times.append((digest, entry.lastAccess)) }
+            }
+            state.touched.removeAll()
+            times.sort { $0.1 < $1.1 }
+            return times.map { .touch($0.0, $0.1) }
+        }
+        let records = worker.pendingJournal + touches
+        guard !records.isEmpty else { return }
+        do {
+            guard let journal = try openJournal(&worker) else {
+                worker.pendingJournal.removeAll()  // the directory is gone, and what they describe
+                return
+            }
+            try journal.append(DiskIndex.encodeJournal(records), synchronize: configuration.synchronizesWrites)
+            worker.pendingJournal.removeAll()
+            worker.journalSize = (try? journal.size()) ?? worker.journalSize
+        } catch {
+            reportWriteFailure(error, &worker)
+            // The records are not on disk; the next snapshot carries them instead.
+            worker.pendingJournal.removeAll()
+            worker.snapshotNeeded = true
+            if let size = try? worker.journal?.size() { worker.journalSize = size }
+        }
+    }
+
+    /// The open journal, reopened when the file was deleted or replaced behind our back; nil
+    /// when the whole directory was deleted (a journal append must not recreate it).
+    private func openJournal(_ worker: inout WorkerState) throws -> JournalFile? {
+        if let journal = worker.journal, journal.isCurrent { return journal }
+        if worker.journal != nil {
+            // Replaced or deleted: what it held is lost, so the next snapshot must restate it all.
+            worker.journal?.close()
+            worker.journal = nil
+            worker.snapshotNeeded = true
+        }
+        guard directoryExists(&worker) else { return nil }
+        let journal = try JournalFile(path: paths.journal)
+        worker.journal = journal
+        worker.journalSize = (try? journal.size()) ?? 0
+        return journal
+    }
+
+    /// Whether `entries/` still exists; notes a deleted directory (without recreating it).
+    private func directoryExists(_ worker: inout WorkerState) -> Bool {
+        guard !worker.directoryDeleted else { return false }
+        if (try? FileIO.status(paths.entries))?.isDirectory == true { return true }
+        directoryVanished(&worker)
+        return false
+    }
+
+    private func compactIfNeeded(_ worker: inout WorkerState) {
+        let capacity = state.withLock { $0.capacity }
+        let threshold = min(configuration.journalCompactionThreshold, max(4096, capacity / 16))
+        if worker.snapshotNeeded || worker.journalSize >= threshold {
+            writeSnapshot(&worker)
+        }
+    }
+
+    /// Writes the whole index as a new snapshot (temporary file and rename), then empties the
+    /// journal. A crash between the two replays journal records the snapshot already holds,
+    /// which changes nothing.
+    func writeSnapshot(_ worker: inout WorkerState) {
+        let data = state.withLock { state -> Data in
+            state.touched.removeAll()  // their access times are in the snapshot
+            return state.index.snapshotData()
+        }
+        // A deleted directory keeps `snapshotNeeded` until an entry write recreates it.
+        guard directoryExists(&worker) else { return }
+        let synchronize = configuration.synchronizesWrites
+        let temporary = paths.temporaryFile(in: paths.root)
+        do {
+            try FileIO.createFile(temporary, contents: data, mode: 0o600, synchronize: synchronize)
+            try FileIO.replaceItem(at: paths.index, with: temporary)
+            if synchronize { try? FileIO.synchronizeDirectory(paths.root) }
+            worker.snapshotSize = data.count
+            worker.pendingJournal.removeAll()
+            try openJournal(&worker)?.truncate()
+            worker.journalSize = 0
+            worker.snapshotNeeded = false
+        } catch {
+            FileIO.removeQuietly(temporary)
+            reportWriteFailure(error, &worker)
+            worker.snapshotNeeded = true
+        }
+    }
+
+    // MARK: - Capacity
+
+    /// Evicts least recently used entries until entries, snapshot and journal fit the capacity.
+    private func enforceCapacity(_ worker: inout WorkerState) {
+        let removalSize = DiskIndex.JournalRecord.remove(EntryDigest(high: 0, low: 0)).encodedSize
+        // Each pass journals its evictions, which may fold the journal; a few passes always suffice.
+        for _ in 0..<8 {
+            let pending = worker.pendingJournal.reduce(0) { $0 + $1.encodedSize }
+            let metadata = worker.snapshotSize + worker.journalSize + pending
+            let victims = state.withLock { state -> [EntryDigest] in
+                var total = state.index.byteCount + metadata
+                var victims: [EntryDigest] = []
+                while total > state.capacity, let victim = state.index.popLeastRecent() {
+                    state.touched.remove(victim.digest)
+                    victims.append(victim.digest)
+                    total += removalSize - victim.entry.fileSize
+                }
+                return victims
+            }
+            if victims.isEmpty { break }
+            for digest in victims {
+                removeEntryFile(digest, &worker)
+                worker.pendingJournal.append(.remove(digest))
+            }
+            appendJournal(&worker)
+            compactIfNeeded(&worker)
+        }
+        // With no entries left, an index and journal that alone exceed a tiny capacity describe
+        // nothing: remove them (the next open rebuilds an empty index from an empty directory).
+        let metadata = worker.snapshotSize + worker.journalSize
+        let removeMetadata = state.withLock { state in
+            state.index.isEmpty && metadata > state.capacity
+        }
+        if removeMetadata {
+            worker.journal?.close()
+            worker.journal = nil
+            worker.pendingJournal.removeAll()
+            FileIO.removeQuietly(paths.journal)
+            FileIO.removeQuietly(paths.index)
+            worker.snapshotSize = 0
+            worker.journalSize = 0
+            worker.snapshotNeeded = false
+        }
+    }
+
+    // MARK: - Reconciling the index with the directory
+
+    /// Compares the index with the files in `entries/`: entries whose file is gone are dropped;
+    /// files the index does not list (written just before a crash, or by another process) are
+    /// adopted as least recently used after their header checks out, or deleted; abandoned
+    /// temporary files and foreign files in `entries/` are deleted. When `full`, the index could
+    /// not be loaded and this rebuilds it. Lists the directory but reads only unlisted files.
+    private func reconcile(full: Bool, _ worker: inout WorkerState) {
+        defer { finishReconcile() }
+        let names: [String]
+        do {
+            guard !worker.directoryDeleted else { return }
+            names = try FileIO.contentsOfDirectory(paths.entries)
+        } catch let error as FileError where error.isMissing {
+            directoryVanished(&worker)  // deleted since it opened: the next write recreates it
+            return
+        } catch {
+            reportWriteFailure(error, &worker)
+            return
+        }
+        var found = Set<EntryDigest>()
+        found.reserveCapacity(names.count)
+        var others: [String] = []
+        for name in names {
+            if let digest = EntryDigest(fileName: name) { found.insert(digest) } else { others.append(name) }
+        }
+
+        let (orphans, missing) = state.withLock { state -> ([EntryDigest], [EntryDigest]) in
+            var missing: [EntryDigest] = []
+            for element in state.index.entries where !found.contains(element.key) {
+                missing.append(element.key)
+            }
+            for digest in missing {
+                state.index.remove(digest)
+                state.touched.remove(digest)
+            }
+            return (found.filter { !state.index.contains($0) }, missing)
+        }
+        for digest in missing { worker.pendingJournal.append(.remove(digest)) }
+
+        var adopted: [(digest: EntryDigest, entry: DiskIndex.Entry)] = []
+        var corrupt = 0
+        for digest in orphans {
+            let path = paths.entry(digest)
+            switch readEntryHeader(path) {
+            case .valid(let header, let status) where EntryDigest(key: header.key) == digest:
+                adopted.append((digest, DiskIndex.Entry(
+                    fileSize: status.size,
+                    latestResponseDate: header.latestResponseDate,
+                    lastAccess: status.modificationDate
+                )))
+            case .gone:
+                break
+            default:
+                FileIO.removeQuietly(path)
+                corrupt += 1
+            }
+        }
+        // Newest first: each adoption goes in front, so the oldest file ends up evicted first.
+        adopted.sort { $0.entry.lastAccess > $1.entry.lastAccess }
+        let (adoptedEntries, removed) = state.withLock { state -> ([DiskIndex.JournalRecord], [EntryDigest]) in
+            state.entryFileReads += orphans.count
+            if corrupt > 0 {
+                state.corruptEntriesRemoved += corrupt
+                state.lastError = CachingError(.corruptEntry, "\(corrupt) unreadable entry file(s) in \(paths.entries)")
+            }
+            var records: [DiskIndex.JournalRecord] = []
+            var removed: [EntryDigest] = []
+            for item in adopted where !state.index.contains(item.digest) {
+                // Removed by the app since the store opened: delete it rather than bring it back.
+                if state.tombstones.covers(item.digest, latestResponseDate: item.entry.latestResponseDate) {
+                    removed.append(item.digest)
+                    continue
+                }
+                state.index.adopt(item.digest, item.entry)
+                if let entry = state.index.entry(for: item.digest) { records.append(.put(item.digest, entry)) }
+            }
+            return (records, removed)
+        }
+        worker.pendingJournal.append(contentsOf: adoptedEntries)
+        for digest in removed {
+            removeEntryFile(digest, &worker)
+            worker.pendingJournal.append(.remove(digest))
+        }
+
+        for name in others {
+            let path = paths.entries + "/" + name
+            if name.hasPrefix(Paths.temporaryPrefix), !isAbandonedTemporaryFile(name: name, path: path) { continue }
+            FileIO.removeQuietly(path)  // not ours: `entries/` holds only entry files
+        }
+        for name in (try? FileIO.contentsOfDirectory(paths.root)) ?? [] where name.hasPrefix(Paths.temporaryPrefix) {
+            let path = paths.root + "/" + name
+            if isAbandonedTemporaryFile(name: name, path: path) { FileIO.removeQuietly(path) }
+        }
+        if full || !adoptedEntries.isEmpty || !missing.isEmpty {
+            worker.snapshotNeeded = true
+        }
+    }
+
+    /// Marks the index complete (also when reconciling failed: it then holds what it could
+    /// load). Once no reconcile is pending the index lists every file, so removals go through
+    /// it alone and the tombstones can go.
+    private func finishReconcile() {
+        state.withLock { state in
+            state.indexReady = true
+            state.pendingReconciles -= 1
+            if state.pendingReconciles <= 0 {
+                state.pendingReconciles = 0
+                state.tombstones = Tombstones()
+            }
+        }
+    }
+
+    private enum HeaderReading {
+        case valid(EntryCodec.Header, FileStatus)
+        case corrupt
+        case gone
+    }
+
+    /// The header of an entry file, read from its first bytes only.
+    private func readEntryHeader(_ path: String) -> HeaderReading {
+        do {
+            var reading = try FileIO.readPrefix(path, length: EntryCodec.headerProbeSize)
+            for _ in 0..<2 {
+                var required = 0
+                let header = try reading.data.withUnsafeBytes { buffer in
+                    try EntryCodec.decodeHeader(buffer, fileSize: reading.fileSize, requiredPrefixLength: &required)
+                }
+                if let header { return .valid(header, reading.status) }
+                // A key longer than the probe: read exactly the header once.
+                guard required > reading.data.count, required <= reading.fileSize else { return .corrupt }
+                reading = try FileIO.readPrefix(path, length: required)
+            }
+            return .corrupt
+        } catch let error as FileError where error.isMissing {
+            return .gone
+        } catch {
+            return .corrupt
+        }
+    }
+
+    /// A temporary file whose writer is gone: its process no longer runs, or it is older than
+    /// any write takes. (A crash between creating and renaming one leaves it behind.)
+    private func isAbandonedTemporaryFile(name: String, path: String) -> Bool {
+        let rest = name.dropFirst(Paths.temporaryPrefix.count)
+        guard let pid = Int32(rest.prefix { $0.isASCII && $0.isNumber }), FileIO.processExists(pid) else {
+            return true
+        }
+        guard let status = try? FileIO.status(path) else { return false }
+        // File times are wall-clock times, so this compares with the wall clock, not `now`.
+        return Date().timeIntervalSince(status.modificationDate) > Self.abandonedTemporaryFileAge
+    }
+}

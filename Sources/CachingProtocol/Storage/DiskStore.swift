@@ -1,0 +1,586 @@
+import Foundation
+
+/// The disk tier: one file per record in a directory of its own, an LRU index that survives
+/// restarts and crashes, and writes done off the caller's thread.
+///
+/// Layout of `configuration.directory` (created 0700, files 0600):
+/// - `entries/<32 hex digits>`: one `EntryCodec` file per key, named by `EntryDigest`, so a file
+///   name never contains any part of a URL.
+/// - `index`: a `DiskIndex` snapshot; `journal`: the index changes appended since the snapshot.
+/// - `.tmp-<pid>-<random>` files (at the top and in `entries/`) exist only while being written.
+///
+/// Writes: `store` puts the record in a staged map and returns; a serial worker encodes it,
+/// writes a temporary file in `entries/` and `rename`s it over the entry, so a reader (in this
+/// process or another) sees the old file or the new one, never half of one. Reads see staged
+/// records at once. Repeated stores of one key before the worker gets to it are written once.
+/// `remove…` calls cancel staged writes, so a removed record never comes back. `flush()` waits
+/// until everything handed in so far is on disk.
+///
+/// Capacity: once writes settle (after `flush()`), the files in the directory (entries, index
+/// and journal) together take at most `capacity` bytes. Least recently used entries go first;
+/// "used" means stored or read, tracked in the index (file access times are not used). A record
+/// whose file would exceed `capacity * maximumEntryFraction` is not stored.
+///
+/// Sizes are file lengths (`st_size`), which is what the capacity is compared with; the blocks
+/// a file system allocates for many small files can add up to more.
+///
+/// Index: opening reads the snapshot and replays the journal, never listing or reading entry
+/// files, so a cache opens in time proportional to its entry count, not its bytes. Each settled
+/// batch of writes and removals is appended to the journal (so the index survives a crash), with
+/// the access times of hits since the last append. After every open the worker lists `entries/`
+/// once: files the index lacks (a crash between a rename and its journal append, or another
+/// process's writes) are adopted as least recently used after their header checks out, or deleted;
+/// entries whose file is gone are dropped; abandoned temporary files are deleted. A missing or
+/// damaged snapshot makes that pass a full rebuild from the files' headers; until it ends,
+/// lookups read files directly. Removals made before the pass ends are remembered so it cannot
+/// bring them back.
+///
+/// Processes: two processes may share a directory. Entry files are replaced by `rename` and
+/// checksummed, so each reads the other's entries whole or not at all; journal appends are single
+/// `write`s of self-checksummed records. Each process keeps its own index, so one sees entries the
+/// other wrote after it opened only after reopening, and capacity is enforced per process.
+///
+/// Threading: any method may be called from any thread. Lookups read and decode the file on
+/// the calling thread and take the lock twice (to find the entry, then to count the result),
+/// never across I/O. All other I/O runs on the worker.
+///
+/// Failures never throw and never crash: a missing, torn, truncated, foreign or other-version
+/// file is a miss (and is deleted and counted); a directory that cannot be written turns `status`
+/// to `.unavailable` and writes are dropped (and counted) until one succeeds again; lookups keep
+/// answering from the files that can still be read.
+final class DiskStore: RecordStore {
+    /// The tier's settings, with their defaults.
+    struct Configuration: Sendable {
+        /// The cache directory. Created (with its parents) if missing, owner-only (0700).
+        var directory: URL
+        /// The most bytes the directory's files may take once writes settle. Default: 100 MiB.
+        var capacity: Int
+        /// The largest share of `capacity` one entry file may take; larger records are not
+        /// stored. Default: 0.25.
+        var maximumEntryFraction: Double
+        /// Whether to `fsync` each entry file before renaming it into place, and the directory
+        /// after, and the journal and snapshot likewise. Default: false: a file in the page cache
+        /// survives the process being killed, and after a power loss a torn file fails its
+        /// checksum and is a miss, so the cost of a sync per write buys only keeping the last
+        /// few seconds of entries through a power loss.
+        var synchronizesWrites: Bool
+        /// The journal size at which it is folded into a new index snapshot. Default: 1 MiB.
+        /// (The journal also counts against `capacity`, so it is folded sooner in a small cache:
+        /// at `capacity / 16`, but never below 4 KiB.)
+        var journalCompactionThreshold: Int
+        /// How long the access times of hits wait to be written when nothing else is being
+        /// written; they otherwise go with the next journal append. Default: 1 second.
+        var accessTimeWriteDelay: TimeInterval
+        /// The clock for last-access times (the LRU order). Default: `Date()`. Tests inject one.
+        var now: @Sendable () -> Date
+
+        init(
+            directory: URL,
+            capacity: Int = 100 * 1024 * 1024,
+            maximumEntryFraction: Double = 0.25,
+            synchronizesWrites: Bool = false,
+            journalCompactionThreshold: Int = 1024 * 1024,
+            accessTimeWriteDelay: TimeInterval = 1,
+            now: @escaping @Sendable () -> Date = { Date() }
+        ) {
+            self.directory = directory
+            self.capacity = capacity
+            self.maximumEntryFraction = maximumEntryFraction
+            self.synchronizesWrites = synchronizesWrites
+            self.journalCompactionThreshold = journalCompactionThreshold
+            self.accessTimeWriteDelay = accessTimeWriteDelay
+            self.now = now
+        }
+    }
+
+    /// Whether the store can write.
+    enum Status: Sendable, Equatable {
+        /// The directory exists and the last write succeeded.
+        case available
+        /// The directory could not be created or the last write failed (read-only file system,
+        /// the path is a file, the disk is full). Lookups still answer from readable files;
+        /// the next write tries again.
+        case unavailable(CachingError)
+    }
+
+    /// How the index was obtained when the store opened.
+    enum IndexOrigin: Sendable, Equatable {
+        /// From the snapshot and journal, without reading entry files.
+        case loaded
+        /// The snapshot was missing or damaged; it was rebuilt from the entry files' headers.
+        case rebuilt(reason: String)
+        /// The directory could not be used; the store started empty.
+        case unavailable
+    }
+
+    /// What went wrong and how often, beyond `statistics`.
+    struct Diagnostics: Sendable, Equatable {
+        var status: Status
+        /// The most recent failure (a write, a corrupt file), or nil.
+        var lastError: CachingError?
+        /// Entry files found torn, truncated, foreign, of another version or another key, and removed.
+        var corruptEntriesRemoved: Int
+        /// Writes that failed (entry files, journal appends, snapshots) and were dropped.
+        var writeFailures: Int
+        /// Entry files opened for reading (lookups and index rebuilds): a test hook.
+        var entryFileReads: Int
+        var indexOrigin: IndexOrigin
+        /// Journal bytes skipped as damaged when the index was loaded.
+        var damagedJournalBytes: Int
+        /// Records accepted by `store` and not yet written.
+        var stagedCount: Int
+    }
+
+    /// A record accepted by `store` and not yet written.
+    struct Staged {
+        var record: CacheRecord
+        var sequence: UInt64
+        var lastAccess: Date
+    }
+
+    /// Work for the worker, done in the order handed in.
+    enum Operation {
+        /// Write the staged record of this digest, if it is still staged.
+        case write(EntryDigest)
+        /// Delete these entry files unless a write settled for them since (and journal it).
+        case discard([EntryDigest])
+        /// Delete every entry file not in the index, then write a fresh snapshot.
+        case removeAll
+        /// Evict down to the capacity.
+        case enforceCapacity
+        /// Compare the index with the files in `entries/`; when `full`, the index was not loaded
+        /// and is rebuilt from the files.
+        case reconcile(full: Bool)
+    }
+
+    /// What was removed while a reconcile was pending: files it finds that match are deleted,
+    /// not adopted, and lookups that read files directly treat them as misses.
+    struct Tombstones {
+        var digests: Set<EntryDigest> = []
+        var all = false
+        var storedSince: Date?
+
+        func covers(_ digest: EntryDigest) -> Bool {
+            all || digests.contains(digest)
+        }
+
+        func covers(_ digest: EntryDigest, latestResponseDate: Date) -> Bool {
+            covers(digest) || storedSince.map { latestResponseDate >= $0 } == true
+        }
+    }
+
+    /// Everything readers and the worker share, under one lock.
+    struct State {
+        var index = DiskIndex()
+        /// False until an index that could not be loaded has been rebuilt; meanwhile lookups
+        /// read entry files directly.
+        var indexReady = true
+        /// Reconciles queued or running: they may still adopt files the index does not list.
+        var pendingReconciles = 0
+
+        var reconcilePending: Bool { pendingReconciles > 0 }
+        /// Removals made while a reconcile is pending, so it does not adopt what was removed.
+        var tombstones = Tombstones()
+        var staged: [EntryDigest: Staged] = [:]
+        /// Digests with a `.write` operation queued and not yet started.
+        var scheduledWrites: Set<EntryDigest> = []
+        var operations: [Operation] = []
+        var workerScheduled = false
+        /// Entries read since their access time was last journaled.
+        var touched: Set<EntryDigest> = []
+        var accessTimeWriteScheduled = false
+        var sequence: UInt64 = 0
+        var capacity: Int
+        var maximumEntryFraction: Double
+        /// The size of the index snapshot and journal files, as the worker last saw them.
+        var metadataBytes = 0
+        var hits = 0
+        var misses = 0
+        var corruptEntriesRemoved = 0
+        var writeFailures = 0
+        var entryFileReads = 0
+        var damagedJournalBytes = 0
+        var status = Status.available
+        var lastError: CachingError?
+        var indexOrigin = IndexOrigin.loaded
+
+        var maximumEntryBytes: Int {
+            entryCostLimit(capacity: capacity, fraction: maximumEntryFraction)
+        }
+
+        /// Queues `operation`; returns true when the caller must start the worker.
+        mutating func enqueue(_ operation: Operation) -> Bool {
+            operations.append(operation)
+            guard !workerScheduled else { return false }
+            workerScheduled = true
+            return true
+        }
+    }
+
+    let configuration: Configuration
+    let paths: Paths
+    let state: Locked<State>
+    /// The worker's own state. Only code running on `worker` touches it; the lock is never
+    /// contended and is held across the worker's I/O on purpose (it is what makes the state
+    /// `Sendable`, not what orders the work: the serial queue does that).
+    let workerState: Locked<WorkerState>
+    /// The serial background worker that does every write, eviction and index update.
+    let worker: DispatchQueue
+
+    /// Opens (or creates) the cache in `configuration.directory`: reads the index snapshot and
+    /// journal on the calling thread, and queues a reconcile with the directory on the worker.
+    /// `workerTarget`, for tests, is the queue the worker runs on (suspend it to hold the worker
+    /// before its first operation).
+    init(configuration: Configuration, workerTarget: DispatchQueue? = nil) {
+        self.configuration = configuration
+        paths = Paths(directory: configuration.directory)
+        worker = DispatchQueue(label: "CachingProtocol.DiskStore.worker", qos: .utility, target: workerTarget)
+        var state = State(capacity: max(0, configuration.capacity), maximumEntryFraction: configuration.maximumEntryFraction)
+        var workerState = WorkerState()
+        Self.open(paths: paths, state: &state, worker: &workerState)
+        self.state = Locked(state)
+        self.workerState = Locked(workerState)
+        if workerState.directoryReady {
+            // Also when the index loaded: files written after the last journal append before a
+            // crash, or by another process, are adopted (or deleted) so they cannot hold space forever.
+            enqueueReconcile(full: !state.indexReady)
+        }
+    }
+
+    convenience init(directory: URL, capacity: Int = 100 * 1024 * 1024) {
+        self.init(configuration: Configuration(directory: directory, capacity: capacity))
+    }
+
+    deinit {
+        // Every queued block holds the store, so nothing is pending here but access times
+        // (which are not written into a directory that was deleted meanwhile).
+        workerState.withLock { worker in
+            appendJournal(&worker)
+            worker.journal?.close()
+            worker.journal = nil
+        }
+    }
+
+    /// Loads the index from the snapshot and journal, or leaves it to be rebuilt.
+    private static func open(paths: Paths, state: inout State, worker: inout WorkerState) {
+        do {
+            try FileIO.createDirectories(paths.root, mode: 0o700)
+            try FileIO.createDirectory(paths.entries, mode: 0o700)
+            worker.directoryReady = true
+        } catch {
+            let failure = CachingError(.diskUnavailable, "\(error)")
+            state.status = .unavailable(failure)
+            state.lastError = failure
+            state.indexOrigin = .unavailable
+            return
+        }
+        let snapshot: Data
+        do {
+            snapshot = try FileIO.readFile(paths.index)
+        } catch {
+            state.indexReady = false
+            state.indexOrigin = .rebuilt(reason: "no index snapshot (\(error))")
+            return
+        }
+        let journal = (try? FileIO.readFile(paths.journal)) ?? Data()
+        do {
+            let loaded = try DiskIndex.load(snapshot: snapshot, journal: journal)
+            state.index = loaded.index
+            state.damagedJournalBytes = loaded.damagedJournalBytes
+            worker.snapshotSize = snapshot.count
+            worker.journalSize = journal.count
+            // A damaged journal is folded into a fresh snapshot by the first reconcile.
+            worker.snapshotNeeded = loaded.damagedJournalBytes > 0
+            state.metadataBytes = snapshot.count + journal.count
+        } catch {
+            state.indexReady = false
+            state.indexOrigin = .rebuilt(reason: "index snapshot unreadable: \(error)")
+        }
+    }
+
+    // MARK: - RecordStore
+
+    private enum ReadPlan {
+        case found(CacheRecord)
+        case indexed(generation: UInt64)
+        case unindexed
+        case miss
+    }
+
+    func record(forKey key: String) -> CacheRecord? {
+        let digest = EntryDigest(key: key)
+        let now = configuration.now()
+        let (plan, scheduleAccessTimes) = state.withLock { state -> (ReadPlan, Bool) in
+            if let staged = state.staged[digest], staged.record.key == key {
+                state.staged[digest]?.lastAccess = now
+                state.hits += 1
+                return (.found(staged.record), false)
+            }
+            if let entry = state.index.touch(digest, at: now) {
+                state.entryFileReads += 1
+                state.touched.insert(digest)
+                let schedule = !state.accessTimeWriteScheduled
+                state.accessTimeWriteScheduled = true
+                return (.indexed(generation: entry.generation), schedule)
+            }
+            if !state.indexReady, !state.tombstones.covers(digest) {
+                state.entryFileReads += 1
+                return (.unindexed, false)
+            }
+            state.misses += 1
+            return (.miss, false)
+        }
+        if scheduleAccessTimes { scheduleAccessTimeWrite() }
+
+        let generation: UInt64?
+        switch plan {
+        case .found(let record): return record
+        case .miss: return nil
+        case .indexed(let indexed): generation = indexed
+        case .unindexed: generation = nil
+        }
+
+        let path = paths.entry(digest)
+        do {
+            let record = try EntryCodec.decode(try FileIO.readFile(path), expectedKey: key)
+            let removed = state.withLock { state -> Bool in
+                // Read before the index was rebuilt: it may be a file removed since.
+                let removed = generation == nil
+                    && state.tombstones.covers(digest, latestResponseDate: record.latestResponseDate)
+                if removed { state.misses += 1 } else { state.hits += 1 }
+                return removed
+            }
+            return removed ? nil : record
+        } catch let error as FileError where error.isMissing {
+            // Evicted by another process, or the directory was deleted: forget the entry.
+            let start = state.withLock { state -> Bool in
+                state.misses += 1
+                guard let generation, state.index.remove(digest, ifGeneration: generation) else { return false }
+                return state.enqueue(.discard([digest]))
+            }
+            if start { startWorker() }
+        } catch let error as BinaryDecodingError {
+            let failure = CachingError(.corruptEntry, "\(path): \(error)")
+            let start = state.withLock { state -> Bool in
+                state.misses += 1
+                state.corruptEntriesRemoved += 1
+                state.lastError = failure
+                if let generation, !state.index.remove(digest, ifGeneration: generation) {
+                    return false  // a newer write replaced the file meanwhile: keep that one
+                }
+                return state.enqueue(.discard([digest]))
+            }
+            if start { startWorker() }
+        } catch {
+            // Unreadable for another reason (permissions, I/O error): a miss; the file stays.
+            let failure = CachingError(.diskUnavailable, "\(error)")
+            state.withLock { state in
+                state.misses += 1
+                state.lastError = failure
+            }
+        }
+        return nil
+    }
+
+    func store(_ record: CacheRecord) {
+        let digest = EntryDigest(key: record.key)
+        let cost = record.cost  // an estimate of the file size, close enough to refuse early
+        let now = configuration.now()
+        let start = state.withLock { state -> Bool in
+            guard cost <= state.maximumEntryBytes else {
+                return state.forget([digest])
+            }
+            state.sequence += 1
+            state.staged[digest] = Staged(record: record, sequence: state.sequence, lastAccess: now)
+            guard state.scheduledWrites.insert(digest).inserted else { return false }  // coalesced
+            return state.enqueue(.write(digest))
+        }
+        if start { startWorker() }
+    }
+
+    func removeRecord(forKey key: String) {
+        let digest = EntryDigest(key: key)
+        let start = state.withLock { $0.forget([digest]) }
+        if start { startWorker() }
+    }
+
+    func removeRecords(storedSince date: Date) {
+        let start = state.withLock { state -> Bool in
+            var digests = state.index.digests(storedSince: date)
+            for (digest, staged) in state.staged where staged.record.latestResponseDate >= date {
+                digests.append(digest)
+            }
+            if state.reconcilePending {
+                state.tombstones.storedSince = min(state.tombstones.storedSince ?? date, date)
+            }
+            guard !digests.isEmpty else { return false }
+            return state.forget(digests)
+        }
+        if start { startWorker() }
+    }
+
+    func removeAll() {
+        let start = state.withLock { state -> Bool in
+            state.staged.removeAll()
+            state.scheduledWrites.removeAll()
+            state.touched.removeAll()
+            state.index.removeAll()
+            if state.reconcilePending { state.tombstones.all = true }
+            return state.enqueue(.removeAll)
+        }
+        if start { startWorker() }
+    }
+
+    var capacity: Int {
+        get { state.withLock { $0.capacity } }
+        set {
+            let start = state.withLock { state -> Bool in
+                state.capacity = max(0, newValue)
+                return state.enqueue(.enforceCapacity)
+            }
+            if start { startWorker() }
+        }
+    }
+
+    /// The largest share of `capacity` one entry file may take. Applies to the next `store`.
+    var maximumEntryFraction: Double {
+        get { state.withLock { $0.maximumEntryFraction } }
+        set { state.withLock { $0.maximumEntryFraction = newValue } }
+    }
+
+    /// Settled records and the real size of the directory's files (entries, index, journal).
+    var statistics: StoreStatistics {
+        state.withLock { state in
+            StoreStatistics(
+                entryCount: state.index.count,
+                byteCount: state.index.byteCount + state.metadataBytes,
+                capacity: state.capacity,
+                hits: state.hits,
+                misses: state.misses
+            )
+        }
+    }
+
+    var status: Status {
+        state.withLock { $0.status }
+    }
+
+    var diagnostics: Diagnostics {
+        state.withLock { state in
+            Diagnostics(
+                status: state.status,
+                lastError: state.lastError,
+                corruptEntriesRemoved: state.corruptEntriesRemoved,
+                writeFailures: state.writeFailures,
+                entryFileReads: state.entryFileReads,
+                indexOrigin: state.indexOrigin,
+                damagedJournalBytes: state.damagedJournalBytes,
+                stagedCount: state.staged.count
+            )
+        }
+    }
+
+    /// Blocks until every write, removal and eviction handed in before the call has settled on
+    /// disk, and the access times of hits so far are journaled. For tests and shutdown; never
+    /// call it from the worker.
+    func flush() {
+        worker.sync {
+            workerState.withLock { worker in
+                drain(&worker)
+                settle(&worker)
+            }
+        }
+    }
+
+    // MARK: - Scheduling
+
+    func enqueue(_ operation: Operation) {
+        if state.withLock({ $0.enqueue(operation) }) { startWorker() }
+    }
+
+    func enqueueReconcile(full: Bool) {
+        let start = state.withLock { state -> Bool in
+            state.pendingReconciles += 1
+            return state.enqueue(.reconcile(full: full))
+        }
+        if start { startWorker() }
+    }
+
+    func startWorker() {
+        worker.async { self.runWorker() }
+    }
+
+    private func runWorker() {
+        while true {
+            workerState.withLock { drain(&$0) }
+            let more = state.withLock { state -> Bool in
+                if state.operations.isEmpty {
+                    state.workerScheduled = false
+                    return false
+                }
+                return true
+            }
+            if !more { return }
+        }
+    }
+
+    private func scheduleAccessTimeWrite() {
+        worker.asyncAfter(deadline: .now() + configuration.accessTimeWriteDelay) { [weak self] in
+            guard let self else { return }
+            state.withLock { $0.accessTimeWriteScheduled = false }
+            workerState.withLock { settle(&$0) }
+        }
+    }
+}
+
+extension DiskStore.State {
+    /// Drops `digests` from the staged map and the index and queues the deletion of their files.
+    /// Returns true when the caller must start the worker.
+    mutating func forget(_ digests: [EntryDigest]) -> Bool {
+        var onDisk: [EntryDigest] = []
+        for digest in digests {
+            let wasStaged = staged.removeValue(forKey: digest) != nil
+            // A later store must queue a write after this removal, not coalesce into an earlier one.
+            scheduledWrites.remove(digest)
+            let wasIndexed = index.remove(digest) != nil
+            touched.remove(digest)
+            if reconcilePending { tombstones.digests.insert(digest) }
+            // Without a staged write or an index entry there is no file of ours to delete (unless
+            // a reconcile may still find one), so an unknown key costs no disk work.
+            if wasStaged || wasIndexed || reconcilePending { onDisk.append(digest) }
+        }
+        guard !onDisk.isEmpty else { return false }
+        return enqueue(.discard(onDisk))
+    }
+}
+
+extension DiskStore {
+    /// The paths of one cache directory.
+    struct Paths: Sendable {
+        let root: String
+        let entries: String
+        let index: String
+        let journal: String
+
+        init(directory: URL) {
+            var root = directory.path
+            while root.count > 1, root.hasSuffix("/") { root.removeLast() }
+            self.root = root
+            entries = root + "/entries"
+            index = root + "/index"
+            journal = root + "/journal"
+        }
+
+        func entry(_ digest: EntryDigest) -> String {
+            entries + "/" + digest.fileName
+        }
+
+        /// A new temporary file name in `directory`: `.tmp-<pid>-<random>`, unique across
+        /// processes and store instances.
+        func temporaryFile(in directory: String) -> String {
+            directory + "/" + Self.temporaryPrefix + "\(FileIO.currentProcessID)-" + StableHash.hex(UInt64.random(in: .min ... .max))
+        }
+
+        static let temporaryPrefix = ".tmp-"
+    }
+}

@@ -1,0 +1,246 @@
+import Foundation
+
+/// The binary format of one entry file: a whole `CacheRecord` (every variant), versioned and
+/// checksummed, so that a torn, truncated, bit-flipped, foreign or other-version file decodes as
+/// an error and never as a wrong record.
+///
+/// Layout (little-endian; `str` is a `UInt32` byte count then UTF-8; `bytes` is a `UInt64` count
+/// then the bytes; dates and intervals are `Double` bit patterns):
+///
+/// ```
+/// header   magic "CPEN" · version u16 (1) · flags u16 (0) · fileLength u64
+///          · latestResponseDate f64 · key str · headerChecksum u64 (XXH64 of the header so far)
+/// body     variantCount u32, then per variant:
+///          responseURL str · statusCode i64 · fieldCount u32 · (name str · value str)*
+///          · body bytes · requestDate f64 · responseDate f64 · initialAge f64
+///          · freshnessLifetime f64 · varyCount u32 · (name str · hasValue u8 · [value str])*
+///          · hasFingerprint u8 · [fingerprint u64] · hasUserInfo u8 · [userInfo bytes]
+/// trailer  checksum u64 (XXH64 of every byte before it)
+/// ```
+///
+/// The header carries its own checksum so an index rebuild can learn a file's key, size and date
+/// from its first bytes (`decodeHeader`) without reading the body; a full read verifies the
+/// trailer checksum over the whole file before anything is parsed.
+enum EntryCodec {
+    /// "CPEN" read as a little-endian `UInt32`.
+    static let magic: UInt32 = 0x4E45_5043
+    static let version: UInt16 = 1
+    /// magic, version, flags, fileLength, latestResponseDate, key length.
+    static let fixedHeaderSize = 4 + 2 + 2 + 8 + 8 + 4
+    static let checksumSize = 8
+    /// The bytes `decodeHeader` is first given: enough for the header of any key shorter than
+    /// about 4 KB.
+    static let headerProbeSize = 4096
+
+    /// What the first bytes of an entry file say.
+    struct Header: Equatable, Sendable {
+        var key: String
+        var latestResponseDate: Date
+        /// The length of the whole file, as written.
+        var fileLength: Int
+    }
+
+    // MARK: - Encoding
+
+    static func encode(_ record: CacheRecord) -> Data {
+        var counter = ByteCounter()
+        write(record, fileLength: 0, to: &counter)
+        let length = counter.count + checksumSize
+        var data = Data(count: length)
+        data.withUnsafeMutableBytes { buffer in
+            var writer = ByteWriter(buffer)
+            write(record, fileLength: length, to: &writer)
+            writer.writeInteger(writer.checksumOfWrittenBytes())
+        }
+        return data
+    }
+
+    private static func write<Sink: ByteSink>(_ record: CacheRecord, fileLength: Int, to sink: inout Sink) {
+        sink.writeInteger(magic)
+        sink.writeInteger(version)
+        sink.writeInteger(UInt16(0))
+        sink.writeInteger(UInt64(fileLength))
+        sink.writeDate(record.latestResponseDate)
+        sink.writeString(record.key)
+        sink.writeInteger(sink.checksumOfWrittenBytes())
+        sink.writeInteger(UInt32(truncatingIfNeeded: record.variants.count))
+        for entry in record.variants {
+            write(entry, to: &sink)
+        }
+    }
+
+    private static func write<Sink: ByteSink>(_ entry: CacheEntry, to sink: inout Sink) {
+        sink.writeString(entry.responseURL)
+        sink.writeInteger(Int64(entry.statusCode))
+        sink.writeInteger(UInt32(truncatingIfNeeded: entry.headers.fields.count))
+        for field in entry.headers.fields {
+            sink.writeString(field.name)
+            sink.writeString(field.value)
+        }
+        sink.writeData(entry.body)
+        sink.writeDate(entry.requestDate)
+        sink.writeDate(entry.responseDate)
+        sink.writeDouble(entry.initialAge)
+        sink.writeDouble(entry.freshnessLifetime)
+        sink.writeInteger(UInt32(truncatingIfNeeded: entry.varyFields.count))
+        for field in entry.varyFields {
+            sink.writeString(field.name)
+            if let value = field.value {
+                sink.writeInteger(UInt8(1))
+                sink.writeString(value)
+            } else {
+                sink.writeInteger(UInt8(0))
+            }
+        }
+        if let fingerprint = entry.credentialFingerprint {
+            sink.writeInteger(UInt8(1))
+            sink.writeInteger(fingerprint)
+        } else {
+            sink.writeInteger(UInt8(0))
+        }
+        if let userInfo = entry.userInfo {
+            sink.writeInteger(UInt8(1))
+            sink.writeData(userInfo)
+        } else {
+            sink.writeInteger(UInt8(0))
+        }
+    }
+
+    // MARK: - Decoding
+
+    /// Decodes a whole entry file. Throws `BinaryDecodingError` for anything but an intact file
+    /// of this version (and, when `expectedKey` is given, for that key).
+    static func decode(_ data: Data, expectedKey: String? = nil) throws -> CacheRecord {
+        try data.withUnsafeBytes { buffer in
+            try decode(buffer, expectedKey: expectedKey)
+        }
+    }
+
+    static func decode(_ buffer: UnsafeRawBufferPointer, expectedKey: String? = nil) throws -> CacheRecord {
+        var reader = ByteReader(buffer)
+        let header: Header
+        do {
+            header = try readHeader(&reader, available: buffer.count).0
+        } catch is NeedMoreBytes {
+            throw BinaryDecodingError.truncated
+        }
+        guard header.fileLength == buffer.count else { throw BinaryDecodingError.lengthMismatch }
+        let contentLength = buffer.count - checksumSize
+        guard contentLength >= reader.offset else { throw BinaryDecodingError.truncated }
+        var trailer = ByteReader(buffer, offset: contentLength)
+        let storedChecksum = try trailer.readInteger(UInt64.self)
+        guard StableHash.hash(UnsafeRawBufferPointer(rebasing: buffer[0..<contentLength])) == storedChecksum else {
+            throw BinaryDecodingError.checksumMismatch
+        }
+        if let expectedKey, expectedKey != header.key { throw BinaryDecodingError.keyMismatch }
+
+        // Only the content before the trailer is parsed, so no length inside can reach the checksum.
+        var body = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[0..<contentLength]), offset: reader.offset)
+        let variantCount = try body.readInteger(UInt32.self)
+        var variants: [CacheEntry] = []
+        for _ in 0..<variantCount {
+            variants.append(try readEntry(&body))
+        }
+        guard body.remaining == 0 else { throw BinaryDecodingError.malformed("trailing bytes") }
+        let record = CacheRecord(key: header.key, variants: variants)
+        guard record.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern
+            == header.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern
+        else { throw BinaryDecodingError.malformed("header date disagrees with the variants") }
+        return record
+    }
+
+    /// Decodes the header from the first bytes of a file of `fileSize` bytes, without the body.
+    ///
+    /// - Returns: the header, or nil when `prefix` is too short for this header, in which case
+    ///   `requiredPrefixLength` says how many bytes to read instead.
+    static func decodeHeader(
+        _ prefix: UnsafeRawBufferPointer,
+        fileSize: Int,
+        requiredPrefixLength: inout Int
+    ) throws -> Header? {
+        var reader = ByteReader(prefix)
+        do {
+            let (header, _) = try readHeader(&reader, available: fileSize)
+            guard header.fileLength == fileSize else { throw BinaryDecodingError.lengthMismatch }
+            return header
+        } catch NeedMoreBytes.count(let count) {
+            requiredPrefixLength = count
+            return nil
+        }
+    }
+
+    /// Thrown by `readHeader` when the prefix ends inside a header that the file has room for.
+    private enum NeedMoreBytes: Error {
+        case count(Int)
+    }
+
+    /// Reads and verifies the header; `available` is the size of the whole file.
+    private static func readHeader(_ reader: inout ByteReader, available: Int) throws -> (Header, Int) {
+        guard available >= fixedHeaderSize + checksumSize * 2 + 4 else { throw BinaryDecodingError.truncated }
+        guard reader.remaining >= fixedHeaderSize else { throw NeedMoreBytes.count(fixedHeaderSize) }
+        guard try reader.readInteger(UInt32.self) == magic else { throw BinaryDecodingError.badMagic }
+        let version = try reader.readInteger(UInt16.self)
+        guard version == self.version else { throw BinaryDecodingError.unsupportedVersion(version) }
+        guard try reader.readInteger(UInt16.self) == 0 else { throw BinaryDecodingError.malformed("flags") }
+        let recordedLength = try reader.readInteger(UInt64.self)
+        guard let fileLength = Int(exactly: recordedLength) else { throw BinaryDecodingError.lengthMismatch }
+        let date = try reader.readDate()
+        guard let keyLength = Int(exactly: try reader.readInteger(UInt32.self)) else {
+            throw BinaryDecodingError.truncated
+        }
+        let headerEnd = fixedHeaderSize + keyLength
+        // The header, its checksum, a variant count and the trailer must all fit in the file.
+        guard headerEnd + checksumSize + 4 + checksumSize <= available else { throw BinaryDecodingError.truncated }
+        guard headerEnd + checksumSize <= reader.buffer.count else {
+            throw NeedMoreBytes.count(headerEnd + checksumSize)
+        }
+        let keyBytes = try reader.readBytes(keyLength)
+        let storedChecksum = try reader.readInteger(UInt64.self)
+        guard StableHash.hash(UnsafeRawBufferPointer(rebasing: reader.buffer[0..<headerEnd])) == storedChecksum else {
+            throw BinaryDecodingError.checksumMismatch
+        }
+        guard let key = decodeUTF8(keyBytes) else { throw BinaryDecodingError.malformed("key is not UTF-8") }
+        return (Header(key: key, latestResponseDate: date, fileLength: fileLength), reader.offset)
+    }
+
+    private static func readEntry(_ reader: inout ByteReader) throws -> CacheEntry {
+        let responseURL = try reader.readString()
+        guard let statusCode = Int(exactly: try reader.readInteger(Int64.self)) else {
+            throw BinaryDecodingError.malformed("status code")
+        }
+        let fieldCount = try reader.readInteger(UInt32.self)
+        var fields: [HTTPHeaders.Field] = []
+        for _ in 0..<fieldCount {
+            let name = try reader.readString()
+            let value = try reader.readString()
+            fields.append(HTTPHeaders.Field(name: name, value: value))
+        }
+        let body = try reader.readData()
+        let requestDate = try reader.readDate()
+        let responseDate = try reader.readDate()
+        let initialAge = try reader.readDouble()
+        let freshnessLifetime = try reader.readDouble()
+        let varyCount = try reader.readInteger(UInt32.self)
+        var varyFields: [CacheEntry.VaryField] = []
+        for _ in 0..<varyCount {
+            let name = try reader.readString()
+            let value = try reader.readPresence() ? try reader.readString() : nil
+            varyFields.append(CacheEntry.VaryField(name: name, value: value))
+        }
+        let fingerprint = try reader.readPresence() ? try reader.readInteger(UInt64.self) : nil
+        let userInfo = try reader.readPresence() ? try reader.readData() : nil
+        return CacheEntry(
+            responseURL: responseURL,
+            statusCode: statusCode,
+            headers: HTTPHeaders(fields),
+            body: body,
+            requestDate: requestDate,
+            responseDate: responseDate,
+            initialAge: initialAge,
+            freshnessLifetime: freshnessLifetime,
+            varyFields: varyFields,
+            credentialFingerprint: fingerprint,
+            userInfo: userInfo
+        )
+    }
+}

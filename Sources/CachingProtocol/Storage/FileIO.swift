@@ -1,0 +1,299 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A failed system call: which one, on which path, and `errno`.
+struct FileError: Error, CustomStringConvertible {
+    var operation: String
+    var path: String
+    var code: Int32
+
+    init(_ operation: String, _ path: String, code: Int32 = errno) {
+        self.operation = operation
+        self.path = path
+        self.code = code
+    }
+
+    var description: String {
+        "\(operation) \(path): \(String(cString: strerror(code))) (errno \(code))"
+    }
+
+    /// The file or a directory on its path does not exist.
+    var isMissing: Bool { code == ENOENT }
+
+    /// The failure says the directory cannot be written at all (rather than this one write
+    /// failing): read-only file system, permissions, or a path component that is not a directory.
+    var meansUnwritable: Bool {
+        code == EROFS || code == EACCES || code == EPERM || code == ENOTDIR
+    }
+}
+
+/// What `stat` says about a path.
+struct FileStatus {
+    var size: Int
+    var modificationDate: Date
+    var isDirectory: Bool
+    var isRegularFile: Bool
+    var device: UInt64
+    var inode: UInt64
+
+    init(_ status: stat) {
+        size = Int(status.st_size)
+        #if canImport(Darwin)
+        let time = status.st_mtimespec
+        #else
+        let time = status.st_mtim
+        #endif
+        modificationDate = Date(timeIntervalSince1970: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9)
+        isDirectory = (status.st_mode & S_IFMT) == S_IFDIR
+        isRegularFile = (status.st_mode & S_IFMT) == S_IFREG
+        device = UInt64(truncatingIfNeeded: status.st_dev)
+        inode = UInt64(truncatingIfNeeded: status.st_ino)
+    }
+}
+
+/// The few POSIX file operations the disk tier needs, with `errno` turned into `FileError`.
+///
+/// POSIX rather than `FileManager`: the store must tell `ENOENT` from `ENOSPC` from `EROFS`,
+/// create files with `O_EXCL` and mode 0600, append with `O_APPEND` in one `write`, and replace
+/// files with `rename`, none of which `FileManager` exposes the same way on every platform.
+enum FileIO {
+    static func status(_ path: String) throws -> FileStatus {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw FileError("stat", path) }
+        return FileStatus(info)
+    }
+
+    /// Creates the directory with `mode` unless a directory already exists at `path`.
+    static func createDirectory(_ path: String, mode: mode_t) throws {
+        if mkdir(path, mode) == 0 { return }
+        let code = errno
+        guard code == EEXIST else { throw FileError("mkdir", path, code: code) }
+        guard try status(path).isDirectory else { throw FileError("mkdir", path, code: ENOTDIR) }
+    }
+
+    /// Creates the directory and any missing parents; the ones created get `mode`.
+    static func createDirectories(_ path: String, mode: mode_t) throws {
+        do {
+            try createDirectory(path, mode: mode)
+        } catch let error as FileError where error.isMissing {
+            let parent = (path as NSString).deletingLastPathComponent
+            guard !parent.isEmpty, parent != path else { throw error }
+            try createDirectories(parent, mode: mode)
+            try createDirectory(path, mode: mode)
+        }
+    }
+
+    /// The whole file. A file that shrinks while it is read comes back short, which the decoder
+    /// reports as truncated.
+    static func readFile(_ path: String) throws -> Data {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw FileError("open", path) }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw FileError("fstat", path) }
+        let size = Int(info.st_size)
+        var data = Data(count: size)
+        let received = try data.withUnsafeMutableBytes { buffer -> Int in
+            try readFully(descriptor, into: buffer, from: 0, path: path)
+        }
+        if received < size { data.count = received }
+        return data
+    }
+
+    /// Up to `length` bytes from the start of the file, and the file's size.
+    static func readPrefix(_ path: String, length: Int) throws -> (data: Data, fileSize: Int, status: FileStatus) {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw FileError("open", path) }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw FileError("fstat", path) }
+        let status = FileStatus(info)
+        var data = Data(count: max(0, min(length, status.size)))
+        let received = try data.withUnsafeMutableBytes { buffer -> Int in
+            try readFully(descriptor, into: buffer, from: 0, path: path)
+        }
+        if received < data.count { data.count = received }
+        return (data, status.size, status)
+    }
+
+    private static func readFully(
+        _ descriptor: Int32,
+        into buffer: UnsafeMutableRawBufferPointer,
+        from offset: Int,
+        path: String
+    ) throws -> Int {
+        guard let base = buffer.baseAddress else { return 0 }
+        var done = 0
+        while done < buffer.count {
+            let count = pread(descriptor, base + done, buffer.count - done, off_t(offset + done))
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw FileError("read", path)
+            }
+            if count == 0 { break }
+            done += count
+        }
+        return done
+    }
+
+    /// Creates a new file (failing if it exists) with `mode` and writes `data` to it. On any
+    /// failure the partial file is removed.
+    static func createFile(_ path: String, contents data: Data, mode: mode_t, synchronize: Bool) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard descriptor >= 0 else { throw FileError("open", path) }
+        do {
+            try writeAll(descriptor, data, path: path)
+            if synchronize, fsync(descriptor) != 0 { throw FileError("fsync", path) }
+            guard close(descriptor) == 0 else {
+                let error = FileError("close", path)
+                unlink(path)
+                throw error
+            }
+        } catch {
+            close(descriptor)
+            unlink(path)
+            throw error
+        }
+    }
+
+    static func writeAll(_ descriptor: Int32, _ data: Data, path: String) throws {
+        try data.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var done = 0
+            while done < buffer.count {
+                let count = write(descriptor, base + done, buffer.count - done)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw FileError("write", path)
+                }
+                // A regular file only writes short when it cannot take more (full, size limit).
+                if count == 0 { throw FileError("write", path, code: ENOSPC) }
+                done += count
+            }
+        }
+    }
+
+    /// Atomically replaces `destination` with `source` (same directory).
+    static func replaceItem(at destination: String, with source: String) throws {
+        guard rename(source, destination) == 0 else { throw FileError("rename", destination) }
+    }
+
+    /// Removes a file; a file that is already gone is not an error. Returns whether it existed.
+    @discardableResult
+    static func removeFile(_ path: String) throws -> Bool {
+        if unlink(path) == 0 { return true }
+        let code = errno
+        if code == ENOENT { return false }
+        throw FileError("unlink", path, code: code)
+    }
+
+    /// Removes a file if it can; for clean-ups whose failure changes nothing.
+    static func removeQuietly(_ path: String) {
+        _ = try? removeFile(path)
+    }
+
+    /// The names in a directory, without `.` and `..`.
+    static func contentsOfDirectory(_ path: String) throws -> [String] {
+        guard let directory = opendir(path) else { throw FileError("opendir", path) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) { pointer in
+                pointer.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: pointer.pointee)) {
+                    String(cString: $0)
+                }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Flushes a directory's entries (a rename in it) to stable storage.
+    static func synchronizeDirectory(_ path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw FileError("open", path) }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw FileError("fsync", path) }
+    }
+
+    /// Whether a process with this id is running (for stale temporary files).
+    static func processExists(_ pid: Int32) -> Bool {
+        guard pid > 0 else { return false }
+        return kill(pid, 0) == 0 || errno == EPERM
+    }
+
+    static var currentProcessID: Int32 { getpid() }
+}
+
+/// The journal file, open for appending.
+///
+/// Confined to the disk store's worker queue; not shared between threads.
+struct JournalFile {
+    let path: String
+    private(set) var descriptor: Int32
+    private let identity: (device: UInt64, inode: UInt64)
+
+    /// Opens (creating with 0600 if needed) the journal at `path` for appending.
+    init(path: String) throws {
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode_t(0o600))
+        guard descriptor >= 0 else { throw FileError("open", path) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let error = FileError("fstat", path)
+            _ = closeDescriptor(descriptor)
+            throw error
+        }
+        self.path = path
+        self.descriptor = descriptor
+        let status = FileStatus(info)
+        identity = (status.device, status.inode)
+    }
+
+    /// Whether the path still names the file this handle has open (it was not deleted or replaced).
+    var isCurrent: Bool {
+        guard let status = try? FileIO.status(path) else { return false }
+        return status.device == identity.device && status.inode == identity.inode
+    }
+
+    /// Appends `data` with one `write`, so concurrent appenders interleave whole batches.
+    func append(_ data: Data, synchronize: Bool) throws {
+        guard !data.isEmpty else { return }
+        try data.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var written: Int
+            repeat {
+                written = write(descriptor, base, buffer.count)
+            } while written < 0 && errno == EINTR
+            if written < 0 { throw FileError("write", path) }
+            // A short append leaves a torn record that replay skips; report it as a failed write.
+            if written < buffer.count { throw FileError("write", path, code: ENOSPC) }
+        }
+        if synchronize, fsync(descriptor) != 0 { throw FileError("fsync", path) }
+    }
+
+    /// The file's current size (including other processes' appends).
+    func size() throws -> Int {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw FileError("fstat", path) }
+        return Int(info.st_size)
+    }
+
+    func truncate() throws {
+        guard ftruncate(descriptor, 0) == 0 else { throw FileError("ftruncate", path) }
+    }
+
+    func close() {
+        _ = closeDescriptor(descriptor)
+    }
+}
+
+@inline(__always)
+private func closeDescriptor(_ descriptor: Int32) -> Int32 {
+    close(descriptor)
+}

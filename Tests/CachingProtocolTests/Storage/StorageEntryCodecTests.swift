@@ -1,0 +1,195 @@
+import XCTest
+@testable import CachingProtocol
+
+final class StorageEntryCodecTests: XCTestCase {
+    private func decodes(_ data: Data, expectedKey: String? = nil) -> Bool {
+        (try? EntryCodec.decode(data, expectedKey: expectedKey)) != nil
+    }
+
+    /// Replaces the checksums and length so a mutated file gets past them and reaches the parser.
+    private func resealed(_ data: Data) -> Data {
+        var bytes = [UInt8](data)
+        guard bytes.count >= EntryCodec.fixedHeaderSize + 8 else { return data }
+        withUnsafeBytes(of: UInt64(bytes.count).littleEndian) { bytes.replaceSubrange(8..<16, with: $0) }
+        let keyLength = Int(UInt32(bytes[24]) | UInt32(bytes[25]) << 8 | UInt32(bytes[26]) << 16 | UInt32(bytes[27]) << 24)
+        let headerEnd = EntryCodec.fixedHeaderSize + keyLength
+        if headerEnd + 8 <= bytes.count - 8 {
+            let headerChecksum = bytes.withUnsafeBytes { StableHash.hash(UnsafeRawBufferPointer(rebasing: $0[0..<headerEnd])) }
+            withUnsafeBytes(of: headerChecksum.littleEndian) { bytes.replaceSubrange(headerEnd..<(headerEnd + 8), with: $0) }
+        }
+        let contentEnd = bytes.count - 8
+        let checksum = bytes.withUnsafeBytes { StableHash.hash(UnsafeRawBufferPointer(rebasing: $0[0..<contentEnd])) }
+        withUnsafeBytes(of: checksum.littleEndian) { bytes.replaceSubrange(contentEnd..<bytes.count, with: $0) }
+        return Data(bytes)
+    }
+
+    func testRoundTripsEveryField() throws {
+        // Given a record with two variants and every optional field used
+        let record = Fixtures.richRecord()
+        // When it is encoded and decoded
+        let data = EntryCodec.encode(record)
+        let decoded = try EntryCodec.decode(data, expectedKey: record.key)
+        // Then it is equal, field for field (dates and doubles bit-exact)
+        XCTAssertEqual(decoded, record)
+        XCTAssertEqual(decoded.variants[0].requestDate.timeIntervalSinceReferenceDate.bitPattern,
+                       record.variants[0].requestDate.timeIntervalSinceReferenceDate.bitPattern)
+        XCTAssertEqual(decoded.variants[0].headers.fields, record.variants[0].headers.fields)
+        XCTAssertEqual(decoded.variants[0].varyFields[1].value, nil)
+        XCTAssertEqual(decoded.variants[1].credentialFingerprint, nil)
+        XCTAssertEqual(decoded.variants[0].userInfo, Data([0, 1, 2, 3, 255]))
+    }
+
+    func testRoundTripsEdgeCases() throws {
+        let cases = [
+            CacheRecord(key: "", variants: []),
+            CacheRecord(key: "k", variants: [Fixtures.entry(url: "", body: Data())]),
+            Fixtures.record(key: "large", bodySize: 3_000_000),
+            CacheRecord(key: String(repeating: "🙂", count: 2000), variants: [Fixtures.entry(body: Data([1]))]),
+        ]
+        for record in cases {
+            XCTAssertEqual(try EntryCodec.decode(EntryCodec.encode(record)), record)
+        }
+    }
+
+    func testEncodingIsDeterministic() {
+        XCTAssertEqual(EntryCodec.encode(Fixtures.richRecord()), EntryCodec.encode(Fixtures.richRecord()))
+    }
+
+    func testEveryTruncationFailsCleanly() {
+        // Given a small valid file
+        let data = EntryCodec.encode(Fixtures.record(key: "GET https://example.com/t", bodySize: 40))
+        // When it is cut at every length
+        for length in 0..<data.count {
+            // Then it never decodes (and never traps)
+            XCTAssertThrowsError(try EntryCodec.decode(data.prefix(length)), "length \(length)")
+        }
+        // And appended bytes fail too
+        XCTAssertThrowsError(try EntryCodec.decode(data + Data([0])))
+    }
+
+    func testEverySingleBitFlipFailsCleanly() {
+        let data = EntryCodec.encode(Fixtures.richRecord())
+        var bytes = [UInt8](data)
+        for index in bytes.indices {
+            for bit in 0..<8 {
+                bytes[index] ^= 1 << bit
+                XCTAssertFalse(decodes(Data(bytes)), "byte \(index) bit \(bit)")
+                bytes[index] ^= 1 << bit
+            }
+        }
+    }
+
+    func testRandomMultiByteCorruptionFailsCleanly() {
+        let data = EntryCodec.encode(Fixtures.richRecord())
+        for _ in 0..<2000 {
+            var bytes = [UInt8](data)
+            for _ in 0..<Int.random(in: 1...8) {
+                let index = Int.random(in: bytes.indices)
+                bytes[index] = bytes[index] ^ UInt8.random(in: 1...255)
+            }
+            XCTAssertFalse(decodes(Data(bytes)))
+        }
+    }
+
+    func testGarbageFailsCleanly() {
+        for length in [0, 1, 7, 8, 35, 36, 64, 100, 4096] {
+            for _ in 0..<50 {
+                let garbage = Data((0..<length).map { _ in UInt8.random(in: 0...255) })
+                XCTAssertFalse(decodes(garbage))
+                var required = 0
+                _ = try? garbage.withUnsafeBytes {
+                    try EntryCodec.decodeHeader($0, fileSize: length, requiredPrefixLength: &required)
+                }
+            }
+        }
+        XCTAssertFalse(decodes(Data(repeating: 0, count: 500)))
+        XCTAssertFalse(decodes(Data(repeating: 0xFF, count: 500)))
+    }
+
+    func testWrongMagicAndWrongVersionAreReported() {
+        let data = EntryCodec.encode(Fixtures.record(key: "k"))
+        var wrongMagic = [UInt8](data)
+        wrongMagic[0] = UInt8(ascii: "X")
+        XCTAssertThrowsError(try EntryCodec.decode(resealed(Data(wrongMagic)))) {
+            XCTAssertEqual($0 as? BinaryDecodingError, .badMagic)
+        }
+        var wrongVersion = [UInt8](data)
+        wrongVersion[4] = 2
+        XCTAssertThrowsError(try EntryCodec.decode(resealed(Data(wrongVersion)))) {
+            XCTAssertEqual($0 as? BinaryDecodingError, .unsupportedVersion(2))
+        }
+        var wrongFlags = [UInt8](data)
+        wrongFlags[6] = 1
+        XCTAssertThrowsError(try EntryCodec.decode(resealed(Data(wrongFlags))))
+    }
+
+    func testAnotherKeysEntryIsRejected() {
+        let data = EntryCodec.encode(Fixtures.record(key: "GET https://a.example/"))
+        XCTAssertThrowsError(try EntryCodec.decode(data, expectedKey: "GET https://b.example/")) {
+            XCTAssertEqual($0 as? BinaryDecodingError, .keyMismatch)
+        }
+    }
+
+    func testParserSurvivesCorruptionPastTheChecksums() {
+        // Mutations with the checksums and length recomputed, so hostile lengths and counts reach
+        // the parser: it must throw or return a record that encodes back to the same bytes.
+        let original = EntryCodec.encode(Fixtures.richRecord())
+        for round in 0..<5000 {
+            var bytes = [UInt8](original)
+            switch round % 3 {
+            case 0:
+                for _ in 0..<Int.random(in: 1...4) {
+                    let index = Int.random(in: 28..<(bytes.count - 8))
+                    bytes[index] = UInt8.random(in: 0...255)
+                }
+            case 1:
+                // Huge length or count fields
+                let index = Int.random(in: 28..<(bytes.count - 12))
+                bytes.replaceSubrange(index..<(index + 4), with: [0xFF, 0xFF, 0xFF, 0x7F].shuffled())
+            default:
+                let cut = Int.random(in: 28..<(bytes.count - 8))
+                bytes.removeSubrange(cut..<min(bytes.count - 8, cut + Int.random(in: 1...20)))
+            }
+            let sealed = resealed(Data(bytes))
+            if let record = try? EntryCodec.decode(sealed) {
+                XCTAssertEqual(EntryCodec.encode(record), sealed)
+            }
+        }
+    }
+
+    func testHeaderIsReadFromThePrefixAlone() throws {
+        // Given a record whose key is longer than the first probe
+        let longKey = "GET https://example.com/" + String(repeating: "x", count: 6000)
+        let record = Fixtures.record(key: longKey, bodySize: 10_000)
+        let data = EntryCodec.encode(record)
+        // When the header is decoded from the first 4 KB
+        var required = 0
+        let first = try data.prefix(EntryCodec.headerProbeSize).withUnsafeBytes {
+            try EntryCodec.decodeHeader($0, fileSize: data.count, requiredPrefixLength: &required)
+        }
+        // Then it asks for exactly the header, and that is enough
+        XCTAssertNil(first)
+        XCTAssertGreaterThan(required, EntryCodec.headerProbeSize)
+        XCTAssertLessThan(required, data.count)
+        let header = try data.prefix(required).withUnsafeBytes {
+            try EntryCodec.decodeHeader($0, fileSize: data.count, requiredPrefixLength: &required)
+        }
+        XCTAssertEqual(header, EntryCodec.Header(key: longKey, latestResponseDate: record.latestResponseDate, fileLength: data.count))
+        // And a file whose size differs from the recorded length is refused
+        XCTAssertThrowsError(try data.prefix(required).withUnsafeBytes {
+            try EntryCodec.decodeHeader($0, fileSize: data.count - 1, requiredPrefixLength: &required)
+        })
+    }
+
+    func testDigestMatchesTheStableHashFileName() {
+        for key in ["", "a", "GET https://example.com/?q=1", String(repeating: "é", count: 300)] {
+            let digest = EntryDigest(key: key)
+            XCTAssertEqual(digest.fileName, StableHash.hexDigest128(key))
+            XCTAssertEqual(EntryDigest(fileName: digest.fileName), digest)
+        }
+        XCTAssertNil(EntryDigest(fileName: "../../etc/passwd"))
+        XCTAssertNil(EntryDigest(fileName: String(repeating: "A", count: 32)))
+        XCTAssertNil(EntryDigest(fileName: String(repeating: "a", count: 31)))
+        XCTAssertNil(EntryDigest(fileName: ".tmp-1-" + String(repeating: "a", count: 25)))
+    }
+}
