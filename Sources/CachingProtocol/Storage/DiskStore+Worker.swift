@@ -59,6 +59,7 @@ extension DiskStore {
         case .discard(let digests): discard(digests, &worker)
         case .removeAll: removeAllFiles(&worker)
         case .enforceCapacity: break  // `settle` does it after every batch
+        case .trim(let bytes): enforceCapacity(&worker, limit: bytes)
         case .reconcile(let full): reconcile(full: full, &worker)
         }
     }
@@ -343,8 +344,9 @@ extension DiskStore {
 
     // MARK: - Capacity
 
-    /// Evicts least recently used entries until entries, snapshot and journal fit the capacity.
-    private func enforceCapacity(_ worker: inout WorkerState) {
+    /// Evicts least recently used entries until entries, snapshot and journal fit the capacity
+    /// (or `limit`, when smaller).
+    private func enforceCapacity(_ worker: inout WorkerState, limit: Int = .max) {
         let removalSize = DiskIndex.JournalRecord.remove(EntryDigest(high: 0, low: 0)).encodedSize
         // Each pass journals its evictions, which may fold the journal; a few passes always suffice.
         for _ in 0..<8 {
@@ -353,7 +355,7 @@ extension DiskStore {
             let victims = state.withLock { state -> [EntryDigest] in
                 var total = state.index.byteCount + metadata
                 var victims: [EntryDigest] = []
-                while total > state.capacity, let victim = state.index.popLeastRecent() {
+                while total > min(state.capacity, limit), let victim = state.index.popLeastRecent() {
                     state.touched.remove(victim.digest)
                     victims.append(victim.digest)
                     total += removalSize - victim.entry.fileSize
@@ -372,7 +374,7 @@ extension DiskStore {
         // nothing: remove them (the next open rebuilds an empty index from an empty directory).
         let metadata = worker.snapshotSize + worker.journalSize
         let removeMetadata = state.withLock { state in
-            state.index.isEmpty && metadata > state.capacity
+            state.index.isEmpty && metadata > min(state.capacity, limit)
         }
         if removeMetadata {
             worker.journal?.close()

@@ -148,6 +148,8 @@ final class DiskStore: RecordStore {
         case removeAll
         /// Evict down to the capacity.
         case enforceCapacity
+        /// Evict down to this many bytes once, leaving the capacity as it is.
+        case trim(toBytes: Int)
         /// Compare the index with the files in `entries/`; when `full`, the index was not loaded
         /// and is rebuilt from the files.
         case reconcile(full: Bool)
@@ -440,6 +442,12 @@ final class DiskStore: RecordStore {
             }
             if start { startWorker() }
         }
+    }
+
+    /// Evicts least recently used entries until the directory holds at most `bytes`, without
+    /// changing `capacity`. Settles on the worker; `flush()` waits for it.
+    func trim(toBytes bytes: Int) {
+        enqueue(.trim(toBytes: max(0, bytes)))
     }
 
     /// The largest share of `capacity` one entry file may take. Applies to the next `store`.

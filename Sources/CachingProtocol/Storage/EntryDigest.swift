@@ -8,9 +8,6 @@ struct EntryDigest: Hashable, Sendable {
     var high: UInt64
     var low: UInt64
 
-    /// The second seed of `StableHash.hexDigest128` (its `prime3`); a test checks that both agree.
-    private static let secondSeed: UInt64 = 0x1656_67B1_9E37_79F9
-
     init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
@@ -19,8 +16,7 @@ struct EntryDigest: Hashable, Sendable {
     /// The digest of `key`, equal to the halves of `StableHash.hexDigest128(key)` without
     /// building the hex string.
     init(key: String) {
-        high = StableHash.hash(key, seed: 0)
-        low = StableHash.hash(key, seed: Self.secondSeed)
+        (high, low) = StableHash.digest128(key)
     }
 
     /// The digest a file name spells, or nil when the name is not exactly 32 lowercase hex digits.

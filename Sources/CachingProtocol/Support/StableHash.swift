@@ -66,10 +66,16 @@ enum StableHash {
         return string.withUTF8 { hash(UnsafeRawBufferPointer($0), seed: seed) }
     }
 
-    /// A 128-bit digest as 32 lowercase hex digits: two hashes of `string` with different seeds.
-    /// Used for entry file names, so a file name never contains any part of a URL.
+    /// A 128-bit digest: two hashes of `string` with different seeds.
+    static func digest128(_ string: String) -> (high: UInt64, low: UInt64) {
+        (hash(string, seed: 0), hash(string, seed: prime3))
+    }
+
+    /// `digest128` as 32 lowercase hex digits. Entry file names are these, so a file name never
+    /// contains any part of a URL.
     static func hexDigest128(_ string: String) -> String {
-        hex(hash(string, seed: 0)) + hex(hash(string, seed: prime3))
+        let digest = digest128(string)
+        return hex(digest.high) + hex(digest.low)
     }
 
     /// `value` as 16 lowercase hex digits, zero-padded.
