@@ -65,8 +65,10 @@ final class CacheEngine: Sendable {
     private let exchanges = Locked<[String: Exchange]>([:])
     private let counters = Locked(CacheStatistics())
     private let offlineMode = Locked(false)
-    private let queue = DispatchQueue(label: "CachingProtocol.engine", attributes: .concurrent)
+    let queue = DispatchQueue(label: "CachingProtocol.engine", attributes: .concurrent)
     private let exchangeSerial = Locked(0)
+    /// Background exchanges (stale-while-revalidate) that are still running.
+    let backgroundWork = DispatchGroup()
 
     /// Most variants kept per URL when the origin sends `Vary`.
     static let maximumVariants = 8
@@ -150,10 +152,14 @@ final class CacheEngine: Sendable {
         case .useStoredAndRevalidate(let entry, let conditions):
             let status = CacheStatus.hit(timeToLive: Int(entry.timeToLive(at: now).rounded(.down)),
                                          detail: "stale-while-revalidate")
-            deliver(storedAnswer(entry, now: now, status: status), to: load, outcome: .staleHit, trip: .noNetwork)
+            // Counted before the app gets its answer, so `backgroundWork` covers the revalidation
+            // from the moment the stale answer exists.
+            backgroundWork.enter()
             queue.async {
                 self.startExchange(.revalidate(entry, conditions), for: load.request, joining: nil)
+                self.backgroundWork.leave()
             }
+            deliver(storedAnswer(entry, now: now, status: status), to: load, outcome: .staleHit, trip: .noNetwork)
         case .revalidate(let entry, let conditions):
             startExchange(.revalidate(entry, conditions), for: load.request, joining: load)
         case .fetch(let fallback):
@@ -190,7 +196,7 @@ final class CacheEngine: Sendable {
 
     /// Starts the upstream work `kind` for `request`, or joins an identical exchange already
     /// running. `load` nil starts a background exchange nobody waits for.
-    private func startExchange(_ kind: Exchange.Kind, for request: CacheRequest, joining load: Load?) {
+    func startExchange(_ kind: Exchange.Kind, for request: CacheRequest, joining load: Load?) {
         let id = configuration.collapsesRequests
             ? kind.collapseKey(for: request)
             : "\(exchangeSerial.withLock { $0 += 1; return $0 })"
@@ -200,7 +206,7 @@ final class CacheEngine: Sendable {
                 return (existing, number)
             }
             if load == nil, table[id] != nil { return nil }   // a background revalidation already runs
-            let exchange = Exchange(id: id, kind: kind, request: request, engine: self)
+            let exchange = Exchange(id: id, kind: kind, request: request, engine: self, isBackground: load == nil)
             table[id] = exchange
             created = exchange
             guard let load else { return nil }
@@ -421,7 +427,7 @@ final class CacheEngine: Sendable {
 
     /// The stored response as the app sees it: the stored status and headers, `Age` set to the
     /// entry's current age, and `Cache-Status`.
-    fileprivate func storedAnswer(_ entry: CacheEntry, now: Date, status: CacheStatus) -> Answer {
+    func storedAnswer(_ entry: CacheEntry, now: Date, status: CacheStatus) -> Answer {
         var headers = entry.headers
         headers.set("Age", String(Int(entry.age(at: now).rounded(.down))))
         if configuration.addsCacheStatus {
@@ -536,13 +542,18 @@ final class Exchange: Sendable {
     let kind: Kind
     private let request: CacheRequest
     private let engine: CacheEngine
+    /// Started by the engine with nobody waiting (stale-while-revalidate); counted in
+    /// `engine.backgroundWork` until it finishes.
+    private let isBackground: Bool
     private let state = Locked(State())
 
-    init(id: String, kind: Kind, request: CacheRequest, engine: CacheEngine) {
+    init(id: String, kind: Kind, request: CacheRequest, engine: CacheEngine, isBackground: Bool) {
         self.id = id
         self.kind = kind
         self.request = request
         self.engine = engine
+        self.isBackground = isBackground
+        if isBackground { engine.backgroundWork.enter() }
     }
 
     /// Adds a waiting load; nil when the exchange already finished or was abandoned.
@@ -641,12 +652,15 @@ final class Exchange: Sendable {
     /// Hands the resolution to every waiting load and retires the exchange.
     private func finish(_ resolution: CacheEngine.Resolution?) {
         engine.exchangeDidEnd(self)
-        let loads = state.withLock { state -> [(load: CacheEngine.Load, collapsed: Bool)] in
+        let loads = state.withLock { state -> [(load: CacheEngine.Load, collapsed: Bool)]? in
+            guard !state.isFinished else { return nil }
             state.isFinished = true
             state.task = nil
             defer { state.loads = [:] }
             return state.loads.sorted { $0.key < $1.key }.map(\.value)
         }
+        guard let loads else { return }
+        if isBackground { engine.backgroundWork.leave() }
         guard let resolution else { return }
         for (load, collapsed) in loads {
             engine.deliver(resolution.answer, to: load, outcome: resolution.outcome, trip: resolution.trip, collapsed: collapsed)

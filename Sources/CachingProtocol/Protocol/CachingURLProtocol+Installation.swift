@@ -70,6 +70,26 @@ extension CachingURLProtocol {
         Installation.current?.statistics ?? CacheStatistics()
     }
 
+    /// Loads `request` in two steps: the stored response at once, marked
+    /// ``CachedThenFreshResponse/Source/cache(isStale:)``, then — after asking the origin
+    /// (revalidating when the stored response has validators) — the origin's response, marked
+    /// ``CachedThenFreshResponse/Source/origin``, only if it differs. The sequence ends after the
+    /// origin answered; it throws if the origin failed (after the stored answer, if there was one).
+    ///
+    /// This is MKNetworkKit's "completion handler called twice" made explicit; plain URLSession
+    /// callers never get two answers. It uses the installed configuration (the default one when
+    /// nothing is installed) and works without a session. Cancelling the consuming task cancels
+    /// the origin request unless another load shares it.
+    public static func cachedThenFresh(for request: URLRequest) -> AsyncThrowingStream<CachedThenFreshResponse, Error> {
+        if Installation.current == nil {
+            Installation.install(CachingConfiguration())
+        }
+        guard let engine = Installation.current else {
+            return AsyncThrowingStream { $0.finish(throwing: CachingError(.notInstalled, "no installation")) }
+        }
+        return engine.cachedThenFresh(request)
+    }
+
     /// Offline mode: when true, GETs are answered only from the cache (stale answers included,
     /// marked in `Cache-Status`); anything not stored fails with `URLError.resourceUnavailable`.
     /// Default false. Applies to the installed configuration.

@@ -25,6 +25,8 @@ public struct CachingError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notInCache = Code("notInCache")
         /// The task kind cannot be served through a `URLProtocol` on this platform (download tasks on Linux).
         public static let unsupportedTask = Code("unsupportedTask")
+        /// The request is not one the cache answers (not a GET, conditional, ranged or `no-store`).
+        public static let notCacheable = Code("notCacheable")
         /// A request started after ``CachingURLProtocol/unregister()`` removed the installation.
         public static let notInstalled = Code("notInstalled")
     }

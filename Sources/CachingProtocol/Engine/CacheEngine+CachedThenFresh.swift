@@ -1,0 +1,101 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One answer of ``CachingURLProtocol/cachedThenFresh(for:)``.
+public struct CachedThenFreshResponse: @unchecked Sendable {
+    // @unchecked: HTTPURLResponse is immutable after creation but not declared Sendable everywhere.
+
+    /// Where an answer came from.
+    public enum Source: Sendable, Equatable {
+        /// The stored response, handed over before the origin was asked; `isStale` when it was
+        /// past its freshness.
+        case cache(isStale: Bool)
+        /// The origin's current response, which differs from what was stored (or nothing was).
+        case origin
+    }
+
+    /// The response, with the status and headers the origin sent (and `Cache-Status`).
+    public let response: HTTPURLResponse
+    public let data: Data
+    public let source: Source
+}
+
+extension CacheEngine {
+    /// The stored answer at once, then the origin's answer if it differs: MKNetworkKit's "the
+    /// completion handler is called twice", as an explicit sequence.
+    func cachedThenFresh(_ urlRequest: URLRequest) -> AsyncThrowingStream<CachedThenFreshResponse, Error> {
+        let handle = LoadHandle()
+        return AsyncThrowingStream { continuation in
+            continuation.onTermination = { _ in handle.cancel() }
+            queue.async {
+                self.startCachedThenFresh(urlRequest, handle: handle, continuation: continuation)
+            }
+        }
+    }
+
+    private func startCachedThenFresh(
+        _ urlRequest: URLRequest,
+        handle: LoadHandle,
+        continuation: AsyncThrowingStream<CachedThenFreshResponse, Error>.Continuation
+    ) {
+        guard case .cacheable(let key) = RequestDisposition(urlRequest) else {
+            let reason = CachingError(.notCacheable, "cachedThenFresh needs a GET the cache may answer (no app validators, no Range, no no-store)")
+            return continuation.finish(throwing: reason)
+        }
+        let request = CacheRequest(urlRequest, key: key)
+        let now = configuration.now()
+        let stored = CachingPolicy.matchingVariant(in: cache.record(forKey: key), for: request)
+        if let stored {
+            let isStale = stored.timeToLive(at: now) <= 0
+            let status = CacheStatus.hit(timeToLive: Int(stored.timeToLive(at: now).rounded(.down)))
+            if case .response(let response, let body) = storedAnswer(stored, now: now, status: status) {
+                continuation.yield(CachedThenFreshResponse(response: response, data: body, source: .cache(isStale: isStale)))
+            }
+        }
+        if isOffline || request.mode == .onlyCache {
+            if stored == nil {
+                continuation.finish(throwing: CachingError(.notInCache, "offline and nothing stored for \(key)"))
+            } else {
+                continuation.finish()
+            }
+            return
+        }
+        let kind: Exchange.Kind
+        if let stored, let conditions = RevalidationConditions(stored) {
+            kind = .revalidate(stored, conditions)
+        } else {
+            kind = .fetch(fallback: stored, forward: stored == nil ? .uriMiss : .stale)
+        }
+        let load = Load(request: request, handle: handle,
+                        receiver: FreshAnswerReceiver(stored: stored, continuation: continuation),
+                        started: DispatchTime.now())
+        startExchange(kind, for: request, joining: load)
+    }
+}
+
+/// Finishes a cached-then-fresh stream with the origin's answer, yielding it only when it
+/// differs from the stored one.
+private struct FreshAnswerReceiver: AnswerReceiver {
+    let stored: CacheEntry?
+    let continuation: AsyncThrowingStream<CachedThenFreshResponse, Error>.Continuation
+
+    func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
+        switch answer {
+        case .failure(let error):
+            continuation.finish(throwing: error)
+        case .response(let response, let body):
+            switch outcome {
+            case .revalidatedNotModified, .staleAfterError, .hit, .staleHit:
+                // The stored answer was current (or the origin failed and it is all there is).
+                break
+            default:
+                if body != stored?.body || response.statusCode != stored?.statusCode {
+                    continuation.yield(CachedThenFreshResponse(response: response, data: body, source: .origin))
+                }
+            }
+            continuation.finish()
+        }
+    }
+}
