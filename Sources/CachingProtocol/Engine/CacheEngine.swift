@@ -110,7 +110,7 @@ final class CacheEngine: Sendable {
             return handle
         }
         queue.async {
-            let decision = self.decide(request, record: self.cache.record(forKey: key))
+            let decision = self.decide(request, record: self.cache.record(forKey: key, memoryAlreadyCounted: true))
             self.proceed(load, decision: decision)
         }
         return handle
@@ -329,7 +329,7 @@ final class CacheEngine: Sendable {
     /// Puts `entry` first among the variants of `key`, replacing the variant with the same
     /// `Vary` values and credentials.
     func storeVariant(_ entry: CacheEntry, key: String) {
-        var record = cache.record(forKey: key) ?? CacheRecord(key: key, variants: [])
+        var record = cache.record(forKey: key, counting: false) ?? CacheRecord(key: key, variants: [])
         record.variants.removeAll { $0.varyFields == entry.varyFields && $0.credentialFingerprint == entry.credentialFingerprint }
         record.variants.insert(entry, at: 0)
         if record.variants.count > Self.maximumVariants {
@@ -339,7 +339,7 @@ final class CacheEngine: Sendable {
     }
 
     private func removeVariant(matching request: CacheRequest) {
-        guard var record = cache.record(forKey: request.key),
+        guard var record = cache.record(forKey: request.key, counting: false),
               let variant = CachingPolicy.matchingVariant(in: record, for: request) else { return }
         record.variants.removeAll { $0 == variant }
         if record.variants.isEmpty {

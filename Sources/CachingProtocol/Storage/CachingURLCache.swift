@@ -123,7 +123,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// what MKNetworkKit did on a memory warning; on UIKit platforms it runs on
     /// `UIApplication.didReceiveMemoryWarningNotification` automatically.
     public func flushMemoryToDisk() {
-        for record in memory.allRecords() where disk.record(forKey: record.key) != record {
+        for record in memory.allRecords() where !disk.containsRecord(forKey: record.key) {
             disk.store(record)
         }
         memory.removeAll()
@@ -158,15 +158,21 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         settings.withLock { $0 = Settings(policy: policy, clock: clock) }
     }
 
-    /// The record in memory, without touching the disk.
+    /// The record in memory, without touching the disk: the hot path of a hit.
     func memoryRecord(forKey key: String) -> CacheRecord? {
         memory.record(forKey: key)
     }
 
     /// The record in memory, else on disk (then also put into memory).
-    func record(forKey key: String) -> CacheRecord? {
-        if let record = memory.record(forKey: key) { return record }
-        guard let record = disk.record(forKey: key) else { return nil }
+    ///
+    /// - Parameter counting: whether the lookup counts in the tiers' statistics (false for the
+    ///   cache's own read-modify-write of variants).
+    /// - Parameter memoryAlreadyCounted: the caller already missed in memory through
+    ///   `memoryRecord(forKey:)`; memory is looked at again (the record may have arrived since)
+    ///   without counting a second miss.
+    func record(forKey key: String, counting: Bool = true, memoryAlreadyCounted: Bool = false) -> CacheRecord? {
+        if let record = memory.record(forKey: key, countingLookup: counting && !memoryAlreadyCounted) { return record }
+        guard let record = disk.record(forKey: key, countingLookup: counting) else { return nil }
         memory.store(record)
         return record
     }
@@ -199,7 +205,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         guard cachedResponse.storagePolicy != .notAllowed, let key = Self.key(for: request) else { return }
         let (policy, clock) = settings.withLock { ($0.policy, $0.clock) }
         let entry = Self.entry(from: cachedResponse, request: CacheRequest(request, key: key), policy: policy, now: clock())
-        var record = record(forKey: key) ?? CacheRecord(key: key, variants: [])
+        var record = record(forKey: key, counting: false) ?? CacheRecord(key: key, variants: [])
         record.variants.removeAll { $0.varyFields == entry.varyFields && $0.credentialFingerprint == entry.credentialFingerprint }
         record.variants.insert(entry, at: 0)
         record.variants = Array(record.variants.prefix(CacheEngine.maximumVariants))

@@ -309,14 +309,28 @@ final class DiskStore: RecordStore {
         case miss
     }
 
-    func record(forKey key: String) -> CacheRecord? {
+    /// Whether a record for `key` is stored or staged; reads no file and counts nothing.
+    func containsRecord(forKey key: String) -> Bool {
+        let digest = EntryDigest(key: key)
+        return state.withLock { state in
+            state.staged[digest]?.record.key == key || state.index.contains(digest)
+        }
+    }
+
+    func record(forKey key: String, countingLookup: Bool) -> CacheRecord? {
         let digest = EntryDigest(key: key)
         let now = configuration.now()
         let (plan, scheduleAccessTimes) = state.withLock { state -> (ReadPlan, Bool) in
             if let staged = state.staged[digest], staged.record.key == key {
-                state.staged[digest]?.lastAccess = now
-                state.hits += 1
+                if countingLookup {
+                    state.staged[digest]?.lastAccess = now
+                    state.hits += 1
+                }
                 return (.found(staged.record), false)
+            }
+            if !countingLookup, let entry = state.index.entry(for: digest) {
+                state.entryFileReads += 1
+                return (.indexed(generation: entry.generation), false)
             }
             if let entry = state.index.touch(digest, at: now) {
                 state.entryFileReads += 1
@@ -329,7 +343,7 @@ final class DiskStore: RecordStore {
                 state.entryFileReads += 1
                 return (.unindexed, false)
             }
-            state.misses += 1
+            if countingLookup { state.misses += 1 }
             return (.miss, false)
         }
         if scheduleAccessTimes { scheduleAccessTimeWrite() }
@@ -349,14 +363,16 @@ final class DiskStore: RecordStore {
                 // Read before the index was rebuilt: it may be a file removed since.
                 let removed = generation == nil
                     && state.tombstones.covers(digest, latestResponseDate: record.latestResponseDate)
-                if removed { state.misses += 1 } else { state.hits += 1 }
+                if countingLookup {
+                    if removed { state.misses += 1 } else { state.hits += 1 }
+                }
                 return removed
             }
             return removed ? nil : record
         } catch let error as FileError where error.isMissing {
             // Evicted by another process, or the directory was deleted: forget the entry.
             let start = state.withLock { state -> Bool in
-                state.misses += 1
+                if countingLookup { state.misses += 1 }
                 guard let generation, state.index.remove(digest, ifGeneration: generation) else { return false }
                 return state.enqueue(.discard([digest]))
             }
@@ -364,7 +380,7 @@ final class DiskStore: RecordStore {
         } catch let error as BinaryDecodingError {
             let failure = CachingError(.corruptEntry, "\(path): \(error)")
             let start = state.withLock { state -> Bool in
-                state.misses += 1
+                if countingLookup { state.misses += 1 }
                 state.corruptEntriesRemoved += 1
                 state.lastError = failure
                 if let generation, !state.index.remove(digest, ifGeneration: generation) {
@@ -377,7 +393,7 @@ final class DiskStore: RecordStore {
             // Unreadable for another reason (permissions, I/O error): a miss; the file stays.
             let failure = CachingError(.diskUnavailable, "\(error)")
             state.withLock { state in
-                state.misses += 1
+                if countingLookup { state.misses += 1 }
                 state.lastError = failure
             }
         }

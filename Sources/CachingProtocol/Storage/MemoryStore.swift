@@ -52,8 +52,9 @@ final class MemoryStore: RecordStore {
         self.init(configuration: Configuration(capacity: capacity, maximumEntryFraction: maximumEntryFraction))
     }
 
-    func record(forKey key: String) -> CacheRecord? {
+    func record(forKey key: String, countingLookup: Bool) -> CacheRecord? {
         state.withLock { state in
+            guard countingLookup else { return state.records.peek(key) }
             if let record = state.records.touch(key) {
                 state.hits += 1
                 return record

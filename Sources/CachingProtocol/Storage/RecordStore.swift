@@ -8,8 +8,10 @@ import Foundation
 /// or nil, never a torn one. Calls never throw: a store that cannot do its job (a full or
 /// read-only disk, a corrupt file) degrades to answering nil and reports why in `statistics`.
 protocol RecordStore: AnyObject, Sendable {
-    /// The record stored under `key`, or nil. Counts a hit or a miss in `statistics`.
-    func record(forKey key: String) -> CacheRecord?
+    /// The record stored under `key`, or nil. When `countingLookup`, counts a hit or a miss in
+    /// `statistics` and marks the record recently used; the cache's own read-modify-write passes
+    /// false, so statistics count what callers asked for.
+    func record(forKey key: String, countingLookup: Bool) -> CacheRecord?
     /// Stores `record` under `record.key`, replacing what was there. A record whose cost exceeds
     /// what the store accepts for one entry is not stored (and what was there is removed).
     func store(_ record: CacheRecord)
@@ -20,6 +22,13 @@ protocol RecordStore: AnyObject, Sendable {
     /// The most bytes the store keeps; setting a smaller value evicts at once.
     var capacity: Int { get set }
     var statistics: StoreStatistics { get }
+}
+
+extension RecordStore {
+    /// The record stored under `key`, or nil, counted as a lookup.
+    func record(forKey key: String) -> CacheRecord? {
+        record(forKey: key, countingLookup: true)
+    }
 }
 
 /// What a store holds and how often it answered.

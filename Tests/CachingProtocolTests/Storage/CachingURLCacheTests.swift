@@ -1,0 +1,165 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// `CachingURLCache` as a plain `URLCache`, for callers that never use the protocol.
+final class CachingURLCacheTests: XCTestCase {
+    private var directory: URL!
+
+    override func setUp() {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("urlcache-\(UUID().uuidString)")
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private func makeCache(memory: Int = 1 << 20, disk: Int = 8 << 20) -> CachingURLCache {
+        CachingURLCache(memoryCapacity: memory, diskCapacity: disk, directory: directory)
+    }
+
+    private func cached(_ url: String, body: Data, headers: [String: String] = ["Cache-Control": "max-age=60"],
+                        userInfo: [AnyHashable: Any]? = nil, policy: URLCache.StoragePolicy = .allowed) -> (URLRequest, CachedURLResponse) {
+        let request = URLRequest(url: URL(string: url)!)
+        let response = HTTPURLResponse(url: request.url!, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!
+        return (request, CachedURLResponse(response: response, data: body, userInfo: userInfo, storagePolicy: policy))
+    }
+
+    func testStoreLookUpAndRemoveThroughTheURLCacheAPI() throws {
+        let cache = makeCache()
+        let (request, response) = cached("https://example.com/a?x=1", body: Data.pattern(1_000), userInfo: ["note": "kept"])
+        cache.storeCachedResponse(response, for: request)
+
+        let found = try XCTUnwrap(cache.cachedResponse(for: request))
+        XCTAssertEqual(found.data, Data.pattern(1_000))
+        XCTAssertEqual((found.response as? HTTPURLResponse)?.statusCode, 200)
+        XCTAssertEqual((found.response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Cache-Control"), "max-age=60")
+        XCTAssertEqual(found.userInfo?["note"] as? String, "kept")
+        XCTAssertGreaterThan(cache.currentMemoryUsage, 1_000)
+
+        cache.removeCachedResponse(for: request)
+        XCTAssertNil(cache.cachedResponse(for: request))
+    }
+
+    func testDistinctQueriesAreDistinctEntries() {
+        let cache = makeCache()
+        let (first, firstResponse) = cached("https://example.com/list?page=1", body: Data("one".utf8))
+        let (second, secondResponse) = cached("https://example.com/list?page=2", body: Data("two".utf8))
+        cache.storeCachedResponse(firstResponse, for: first)
+        cache.storeCachedResponse(secondResponse, for: second)
+        XCTAssertEqual(cache.cachedResponse(for: first)?.data, Data("one".utf8))
+        XCTAssertEqual(cache.cachedResponse(for: second)?.data, Data("two".utf8))
+        XCTAssertNil(cache.cachedResponse(for: URLRequest(url: URL(string: "https://example.com/list")!)))
+    }
+
+    func testRemoveCachedResponsesSinceADate() {
+        let clock = ManualClock()
+        let cache = makeCache()
+        cache.adoptPolicy(.heuristic(), clock: clock.read)
+        let (old, oldResponse) = cached("https://example.com/old", body: Data("old".utf8))
+        cache.storeCachedResponse(oldResponse, for: old)
+        clock.advance(by: 3600)
+        let cutoff = clock.now
+        let (recent, recentResponse) = cached("https://example.com/recent", body: Data("recent".utf8))
+        cache.storeCachedResponse(recentResponse, for: recent)
+
+        cache.removeCachedResponses(since: cutoff)
+        cache.waitUntilSettled()
+        XCTAssertNotNil(cache.cachedResponse(for: old))
+        XCTAssertNil(cache.cachedResponse(for: recent))
+        XCTAssertNil(makeCache().cachedResponse(for: recent), "also gone from disk")
+    }
+
+    func testEntriesSurviveARestart() {
+        let (request, response) = cached("https://example.com/persisted", body: Data.pattern(20_000))
+        let cache = makeCache()
+        cache.storeCachedResponse(response, for: request)
+        cache.waitUntilSettled()
+        XCTAssertEqual(makeCache().cachedResponse(for: request)?.data, Data.pattern(20_000))
+    }
+
+    func testMemoryOnlyPolicyNeverReachesDiskAndNotAllowedIsNotStored() {
+        let cache = makeCache()
+        let (memoryOnly, memoryResponse) = cached("https://example.com/memory", body: Data("m".utf8), policy: .allowedInMemoryOnly)
+        let (refused, refusedResponse) = cached("https://example.com/refused", body: Data("r".utf8), policy: .notAllowed)
+        cache.storeCachedResponse(memoryResponse, for: memoryOnly)
+        cache.storeCachedResponse(refusedResponse, for: refused)
+        cache.waitUntilSettled()
+        XCTAssertNotNil(cache.cachedResponse(for: memoryOnly))
+        XCTAssertNil(cache.cachedResponse(for: refused))
+        XCTAssertNil(makeCache().cachedResponse(for: memoryOnly), "memory-only entries are not on disk")
+    }
+
+    func testCapacitiesAreHonouredAndChangeableAtRunTime() {
+        let cache = makeCache(memory: 64 << 10, disk: 256 << 10)
+        for index in 0..<40 {
+            let (request, response) = cached("https://example.com/item\(index)", body: Data.pattern(10_000, seed: UInt8(index)))
+            cache.storeCachedResponse(response, for: request)
+            XCTAssertLessThanOrEqual(cache.currentMemoryUsage, cache.memoryCapacity)
+        }
+        cache.waitUntilSettled()
+        XCTAssertLessThanOrEqual(cache.currentDiskUsage, 256 << 10)
+        XCTAssertLessThanOrEqual(directorySize(), 256 << 10, "the directory's real size")
+
+        cache.memoryCapacity = 16 << 10
+        XCTAssertLessThanOrEqual(cache.currentMemoryUsage, 16 << 10, "a smaller capacity evicts at once")
+        cache.diskCapacity = 64 << 10
+        cache.waitUntilSettled()
+        XCTAssertLessThanOrEqual(directorySize(), 64 << 10)
+        let (newest, _) = cached("https://example.com/item39", body: Data())
+        XCTAssertEqual(cache.cachedResponse(for: newest)?.data, Data.pattern(10_000, seed: 39), "the most recent entry survives")
+    }
+
+    func testFlushingMemoryToDiskUnderMemoryPressure() {
+        let cache = makeCache()
+        let (request, response) = cached("https://example.com/pressure", body: Data.pattern(5_000))
+        cache.storeCachedResponse(response, for: request)
+        cache.flushMemoryToDisk()
+        XCTAssertEqual(cache.currentMemoryUsage, 0)
+        cache.waitUntilSettled()
+        XCTAssertEqual(cache.statistics.disk.entryCount, 1)
+        XCTAssertEqual(cache.cachedResponse(for: request)?.data, Data.pattern(5_000), "read back from disk")
+        XCTAssertEqual(cache.statistics.disk.hits, 1)
+        XCTAssertGreaterThan(cache.currentMemoryUsage, 0, "and promoted to memory again")
+    }
+
+    func testTrimmingTheDiskTierKeepsTheCapacity() {
+        let cache = makeCache()
+        for index in 0..<10 {
+            let (request, response) = cached("https://example.com/t\(index)", body: Data.pattern(10_000))
+            cache.storeCachedResponse(response, for: request)
+        }
+        cache.waitUntilSettled()
+        cache.trimDisk(toBytes: 30_000)
+        cache.waitUntilSettled()
+        XCTAssertLessThanOrEqual(directorySize(), 30_000)
+        XCTAssertEqual(cache.diskCapacity, 8 << 20)
+    }
+
+    func testStatisticsCountHitsAndMissesPerTier() {
+        let cache = makeCache()
+        let (request, response) = cached("https://example.com/s", body: Data("s".utf8))
+        _ = cache.cachedResponse(for: request)
+        cache.storeCachedResponse(response, for: request)
+        _ = cache.cachedResponse(for: request)
+        let statistics = cache.statistics
+        XCTAssertEqual(statistics.memory.hits, 1)
+        XCTAssertEqual(statistics.memory.misses, 1)
+        XCTAssertEqual(statistics.disk.misses, 1)
+        XCTAssertEqual(statistics.memory.entryCount, 1)
+    }
+
+    private func directorySize() -> Int {
+        let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.fileSizeKey, .isRegularFileKey])
+        var total = 0
+        while let url = enumerator?.nextObject() as? URL {
+            let values = try? url.resourceValues(forKeys: [.fileSizeKey, .isRegularFileKey])
+            if values?.isRegularFile == true { total += values?.fileSize ?? 0 }
+        }
+        return total
+    }
+}
