@@ -1,20 +1,22 @@
 import Foundation
 
-/// A value guarded by an `NSLock`: the target's one mechanism for shared mutable state.
+/// A value guarded by an `NSLock`: the one mechanism for shared mutable state in the support
+/// targets (the origin, the Demo, the benchmarks). The library has its own, internal `Locked`;
+/// it cannot depend on test support.
 ///
-/// The lock is never held across a socket read or write, nor across a call into a request
-/// handler, so a slow client or a stalling handler cannot block another connection.
-final class LockedBox<State>: @unchecked Sendable {
+/// In the origin, the lock is never held across a socket read or write, nor across a call into
+/// a request handler, so a slow client or a stalling handler cannot block another connection.
+public final class LockedBox<State>: @unchecked Sendable {
     // @unchecked: `state` is only read or written inside `withLock`, while `lock` is held.
     private let lock = NSLock()
     private var state: State
 
-    init(_ state: State) {
+    public init(_ state: State) {
         self.state = state
     }
 
     /// Runs `body` with exclusive access to the state and returns its result.
-    func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+    public func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
         try lock.withLock { try body(&state) }
     }
 }

@@ -1,0 +1,100 @@
+import Foundation
+
+/// `Demo bench [--json] [--quick] [--only group,group]`: runs the benchmarks and prints a table
+/// (or JSON with a `results` array). Never fails because a target is missed: it is a measurement,
+/// not a test.
+public enum BenchmarkCommand {
+    public static let usage = """
+        usage: Demo bench [--json] [--quick] [--only GROUP[,GROUP…]]
+          groups: latency, miss, throughput, scaling, memory, storage (default: all)
+          --quick  tiny iteration counts (a smoke run; numbers are meaningless)
+          --json   machine-readable output: {"results": [{"name", "median_us", "p99_us", "ratio", "target", …}]}
+          Build with -c release for real numbers: swift run -c release Demo bench
+        """
+
+    /// Runs with `arguments` (after `bench`); returns the process exit status.
+    public static func run(_ arguments: [String]) -> Int32 {
+        var json = false
+        var quick = false
+        var only: Set<String> = []
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            switch argument {
+            case "--json": json = true
+            case "--quick": quick = true
+            case "--only":
+                guard let groups = remaining.popFirst() else { return fail("--only needs a list of groups") }
+                only.formUnion(groups.split(separator: ",").map(String.init))
+            case "--help", "-h":
+                print(usage)
+                return 0
+            default:
+                return fail("unknown bench option \(argument)")
+            }
+        }
+        let known: Set = ["latency", "miss", "throughput", "scaling", "memory", "storage"]
+        if let unknown = only.subtracting(known).first { return fail("unknown group \(unknown)") }
+
+        let suite = BenchmarkSuite(scale: quick ? .quick : .full) { message in
+            FileHandle.standardError.write(Data("bench: \(message)\n".utf8))
+        }
+        do {
+            let results = try suite.run(only: only)
+            print(json ? jsonReport(results) : table(results))
+            return 0
+        } catch {
+            return fail("\(error)")
+        }
+    }
+
+    private static func fail(_ message: String) -> Int32 {
+        FileHandle.standardError.write(Data("Demo bench: \(message)\n".utf8))
+        return 64
+    }
+
+    static func jsonReport(_ results: [BenchmarkResult]) -> String {
+        struct Report: Encodable {
+            let date: String
+            let build: String
+            let results: [BenchmarkResult]
+        }
+        #if DEBUG
+        let build = "debug"
+        #else
+        let build = "release"
+        #endif
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        let report = Report(date: ISO8601DateFormatter().string(from: Date()), build: build, results: results)
+        return (try? String(decoding: encoder.encode(report), as: UTF8.self)) ?? "{}"
+    }
+
+    static func table(_ results: [BenchmarkResult]) -> String {
+        func number(_ value: Double?) -> String {
+            guard let value, value.isFinite else { return "–" }
+            return value >= 100 ? String(format: "%.0f", value) : String(format: "%.2f", value)
+        }
+        let header = ["benchmark", "median µs", "p99 µs", "ratio", "target", "met"]
+        var rows = results.map { result in
+            [result.name, number(result.medianMicroseconds), number(result.p99Microseconds), number(result.ratio),
+             result.target ?? "", result.met.map { $0 ? "yes" : "NO" } ?? ""]
+        }
+        rows.insert(header, at: 0)
+        let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        var lines = rows.map { row in
+            row.indices.map { column in
+                column == 0 ? row[column].padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                            : String(repeating: " ", count: widths[column] - row[column].count) + row[column]
+            }.joined(separator: "  ")
+        }
+        lines.insert(String(repeating: "-", count: lines[0].count), at: 1)
+        let notes = results.compactMap { result in result.note.map { "  \(result.name): \($0)" } }
+        if !notes.isEmpty {
+            lines.append("")
+            lines.append("notes:")
+            lines.append(contentsOf: notes)
+        }
+        return lines.joined(separator: "\n")
+    }
+}

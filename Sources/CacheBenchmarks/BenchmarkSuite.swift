@@ -1,0 +1,440 @@
+import CachingProtocol
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+
+/// The benchmarks of `Demo bench`: each measures the cache against a reference in the same run
+/// (the floor protocol, a plain file read, an origin fetch, Foundation's URLCache), so ratios
+/// hold even on a noisy machine.
+final class BenchmarkSuite {
+    /// How many iterations each benchmark runs; `quick` keeps a smoke run to a second or two.
+    struct Scale {
+        var latencyIterations: Int
+        var throughputRequests: Int
+        var scalingSizes: [Int]
+        var openSize: Int
+        var streamResponses: Int
+        var storageEntries: Int
+        var lookups: Int
+
+        static let full = Scale(latencyIterations: 2_000, throughputRequests: 20_000, scalingSizes: [100, 10_000, 100_000],
+                                openSize: 100_000, streamResponses: 1_024, storageEntries: 500, lookups: 50_000)
+        static let quick = Scale(latencyIterations: 20, throughputRequests: 200, scalingSizes: [10, 100],
+                                 openSize: 200, streamResponses: 4, storageEntries: 10, lookups: 200)
+    }
+
+    let scale: Scale
+    let progress: (String) -> Void
+    private let workDirectory: URL
+    private var results: [BenchmarkResult] = []
+
+    init(scale: Scale, progress: @escaping (String) -> Void) {
+        self.scale = scale
+        self.progress = progress
+        workDirectory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("CachingProtocolBench-\(ProcessInfo.processInfo.processIdentifier)", isDirectory: true)
+    }
+
+    /// Runs the groups named in `only` (all when empty) and returns the results.
+    func run(only: Set<String>) throws -> [BenchmarkResult] {
+        try? FileManager.default.removeItem(at: workDirectory)
+        defer {
+            CachingURLProtocol.unregister()
+            try? FileManager.default.removeItem(at: workDirectory)
+        }
+        let groups: [(String, () throws -> Void)] = [
+            ("latency", memoryAndDiskHits),
+            ("miss", hitVersusMiss),
+            ("throughput", throughput),
+            ("scaling", scaling),
+            ("memory", memoryBound),
+            ("storage", storageAPI),
+        ]
+        for (name, group) in groups where only.isEmpty || only.contains(name) {
+            progress("running \(name)…")
+            try group()
+        }
+        return results
+    }
+
+    // MARK: Shared pieces
+
+    private func directory(_ name: String) -> URL {
+        workDirectory.appendingPathComponent(name, isDirectory: true)
+    }
+
+    /// Installs a configuration with `cache` and returns a session that uses it.
+    private func cachingSession(_ cache: CachingURLCache) -> URLSession {
+        let configuration = URLSessionConfiguration.default
+        configuration.urlCache = nil
+        CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache))
+        return URLSession(configuration: configuration)
+    }
+
+    /// One completion-handler data task, waited for.
+    @discardableResult
+    private func roundTrip(_ session: URLSession, _ url: URL) -> Data? {
+        let done = DispatchSemaphore(value: 0)
+        let received = LockedBox<Data?>(nil)
+        session.dataTask(with: url) { data, _, _ in
+            received.withLock { $0 = data }
+            done.signal()
+        }.resume()
+        done.wait()
+        return received.withLock { $0 }
+    }
+
+    /// Runs `total` requests over `urls` with `concurrency` requests in flight; returns seconds.
+    private func hammer(_ session: URLSession, urls: [URL], concurrency: Int, total: Int) -> Double {
+        let issued = LockedBox(0)
+        let group = DispatchGroup()
+        let start = DispatchTime.now().uptimeNanoseconds
+        @Sendable func next() {
+            let number = issued.withLock { $0 += 1; return $0 }
+            guard number <= total else { group.leave(); return }
+            session.dataTask(with: urls[number % urls.count]) { _, _, _ in next() }.resume()
+        }
+        for _ in 0..<concurrency {
+            group.enter()
+            next()
+        }
+        group.wait()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    private static func cacheableResponse(_ body: Data) -> OriginResponse {
+        OriginResponse(headers: [HTTPField("Cache-Control", "max-age=86400"), HTTPField("Content-Type", "application/octet-stream")],
+                       body: body)
+    }
+
+    private func floorAnswer(for url: URL, body: Data) -> (response: HTTPURLResponse, body: Data) {
+        let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                                       headerFields: ["Cache-Control": "max-age=86400", "Content-Type": "application/octet-stream",
+                                                      "Content-Length": "\(body.count)"])!
+        return (response, body)
+    }
+
+    private func record(_ result: BenchmarkResult) {
+        results.append(result)
+    }
+
+    // MARK: 1 and 2: memory and disk hits against the floor
+
+    private func memoryAndDiskHits() throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        let floor = FloorURLProtocol.session()
+        defer { floor.invalidateAndCancel() }
+
+        for size in [1_024, 100 * 1_024] {
+            let body = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+            let path = "/hit-\(size)"
+            origin.handle(path) { _ in Self.cacheableResponse(body) }
+            let url = origin.url(path)
+            FloorURLProtocol.answers[url] = floorAnswer(for: url, body: body)
+            let label = size >= 1_024 * 1_024 ? "\(size >> 20) MB" : "\(size >> 10) KB"
+
+            // Memory hits.
+            let memoryCache = CachingURLCache(memoryCapacity: 64 << 20, diskCapacity: 64 << 20, directory: directory("memory-\(size)"))
+            let session = cachingSession(memoryCache)
+            guard roundTrip(session, url) == body, roundTrip(session, url) == body else { throw BenchmarkError("memory hit warm-up failed") }
+            var floorSamples = Samples(capacity: scale.latencyIterations)
+            var hitSamples = Samples(capacity: scale.latencyIterations)
+            for _ in 0..<scale.latencyIterations {
+                floorSamples.time { roundTrip(floor, url) }
+                hitSamples.time { roundTrip(session, url) }
+            }
+            session.invalidateAndCancel()
+            let memoryRatio = hitSamples.medianMicroseconds / floorSamples.medianMicroseconds
+            record(BenchmarkResult(name: "floor protocol \(label)", samples: floorSamples))
+            record(BenchmarkResult(name: "memory hit \(label)", samples: hitSamples, ratio: memoryRatio,
+                                   target: "≤ 1.10 × floor", met: memoryRatio <= 1.10))
+
+            // Disk hits: a memory tier of zero bytes, so every hit reads the entry file.
+            let diskDirectory = directory("disk-\(size)")
+            let diskCache = CachingURLCache(memoryCapacity: 0, diskCapacity: 64 << 20, directory: diskDirectory)
+            let diskSession = cachingSession(diskCache)
+            guard roundTrip(diskSession, url) == body else { throw BenchmarkError("disk warm-up failed") }
+            diskCache.waitUntilSettled()
+            guard roundTrip(diskSession, url) == body else { throw BenchmarkError("disk hit failed") }
+            let entries = diskDirectory.appendingPathComponent("entries")
+            guard let entryName = try FileManager.default.contentsOfDirectory(atPath: entries.path).first else {
+                throw BenchmarkError("no entry file on disk")
+            }
+            let entryPath = entries.appendingPathComponent(entryName).path
+            var readSamples = Samples(capacity: scale.latencyIterations)
+            var diskFloorSamples = Samples(capacity: scale.latencyIterations)
+            var diskSamples = Samples(capacity: scale.latencyIterations)
+            for _ in 0..<scale.latencyIterations {
+                readSamples.time {
+                    let handle = FileHandle(forReadingAtPath: entryPath)
+                    _ = handle?.readDataToEndOfFile()
+                    handle?.closeFile()
+                }
+                diskFloorSamples.time { roundTrip(floor, url) }
+                diskSamples.time { roundTrip(diskSession, url) }
+            }
+            diskSession.invalidateAndCancel()
+            let budget = 1.5 * diskFloorSamples.medianMicroseconds + readSamples.medianMicroseconds
+            record(BenchmarkResult(name: "file read \(label) (FileHandle)", samples: readSamples))
+            record(BenchmarkResult(name: "disk hit \(label)", samples: diskSamples,
+                                   ratio: diskSamples.medianMicroseconds / (diskFloorSamples.medianMicroseconds + readSamples.medianMicroseconds),
+                                   target: "≤ 1.5 × floor + file read",
+                                   met: diskSamples.medianMicroseconds <= budget,
+                                   note: String(format: "floor %.1f µs + read %.1f µs; budget %.1f µs",
+                                                diskFloorSamples.medianMicroseconds, readSamples.medianMicroseconds, budget)))
+        }
+    }
+
+    // MARK: 3: a hit against an origin fetch
+
+    private func hitVersusMiss() throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        let body = Data(repeating: 0x41, count: 1_600)
+        origin.handle("/page") { _ in Self.cacheableResponse(body) }
+        try compareHitAndMiss(label: "in-process origin", url: { origin.url("/page?n=\($0)") })
+
+        guard NginxServer.isInstalled else {
+            progress("nginx is not installed: skipping the nginx comparison")
+            return
+        }
+        do {
+            let nginx = try NginxServer()
+            defer { nginx.stop() }
+            try nginx.write(body, to: "page.json")
+            try compareHitAndMiss(label: "nginx", url: { nginx.url("/page.json?n=\($0)") })
+        } catch {
+            progress("nginx could not start (\(error)): skipping the nginx comparison")
+        }
+    }
+
+    private func compareHitAndMiss(label: String, url: (Int) -> URL) throws {
+        let cache = CachingURLCache(memoryCapacity: 64 << 20, diskCapacity: 256 << 20, directory: directory("miss-\(label)"))
+        let session = cachingSession(cache)
+        defer { session.invalidateAndCancel() }
+        var missSamples = Samples(capacity: scale.latencyIterations)
+        var hitSamples = Samples(capacity: scale.latencyIterations)
+        // Each miss is a new URL (a new query), stored afterwards; each hit repeats the first one.
+        guard roundTrip(session, url(0)) != nil else { throw BenchmarkError("\(label) is unreachable") }
+        for number in 1...scale.latencyIterations {
+            missSamples.time { roundTrip(session, url(number)) }
+            hitSamples.time { roundTrip(session, url(0)) }
+        }
+        cache.waitUntilSettled()
+        let ratio = missSamples.medianMicroseconds / hitSamples.medianMicroseconds
+        record(BenchmarkResult(name: "miss via \(label) (1.6 KB)", samples: missSamples))
+        record(BenchmarkResult(name: "hit vs miss via \(label)", samples: hitSamples, ratio: ratio,
+                               note: String(format: "a hit is %.1f× faster than a miss", ratio)))
+    }
+
+    // MARK: 4: throughput under concurrency
+
+    private func throughput() throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        let body = Data(repeating: 0x42, count: 1_024)
+        origin.handle("/hot") { _ in Self.cacheableResponse(body) }
+        let urls = (0..<1_000).map { origin.url("/hot?item=\($0)") }
+        for url in urls { FloorURLProtocol.answers[url] = floorAnswer(for: url, body: body) }
+
+        let cache = CachingURLCache(memoryCapacity: 64 << 20, diskCapacity: 64 << 20, directory: directory("throughput"))
+        let session = cachingSession(cache)
+        let floor = FloorURLProtocol.session()
+        defer {
+            session.invalidateAndCancel()
+            floor.invalidateAndCancel()
+        }
+        _ = hammer(session, urls: urls, concurrency: 8, total: urls.count)   // warm: every URL stored
+        cache.waitUntilSettled()
+        for concurrency in [1, 8, 64] {
+            let total = scale.throughputRequests
+            let floorSeconds = hammer(floor, urls: urls, concurrency: concurrency, total: total)
+            let cacheSeconds = hammer(session, urls: urls, concurrency: concurrency, total: total)
+            let floorRate = Double(total) / floorSeconds
+            let cacheRate = Double(total) / cacheSeconds
+            let ratio = cacheRate / floorRate
+            record(BenchmarkResult(name: "throughput, \(concurrency) concurrent", medianMicroseconds: 1e6 / cacheRate,
+                                   p99Microseconds: .nan, ratio: ratio, target: "≥ 0.9 × floor", met: ratio >= 0.9,
+                                   note: String(format: "%.0f req/s vs floor %.0f req/s", cacheRate, floorRate)))
+        }
+    }
+
+    // MARK: 5: scaling with the number of entries, and opening a large disk cache
+
+    private func scaling() throws {
+        let body = Data(repeating: 0x43, count: 100)
+        var lookupMedians: [Double] = []
+        var hitMedians: [Double] = []
+        for size in scale.scalingSizes {
+            let cache = CachingURLCache(memoryCapacity: 512 << 20, diskCapacity: 0, directory: directory("scaling-\(size)"))
+            let urls = (0..<size).map { URL(string: "http://127.0.0.1:9/item/\($0)?v=1")! }
+            for url in urls {
+                let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                                               headerFields: ["Cache-Control": "max-age=86400"])!
+                cache.storeCachedResponse(CachedURLResponse(response: response, data: body), for: URLRequest(url: url))
+            }
+            var generator = SystemRandomNumberGenerator()
+            var lookups = Samples(capacity: 100)
+            let batch = max(1, scale.lookups / 100)
+            for _ in 0..<100 {
+                let picks = (0..<batch).map { _ in URLRequest(url: urls[Int.random(in: 0..<size, using: &generator)]) }
+                let start = DispatchTime.now().uptimeNanoseconds
+                for request in picks where cache.cachedResponse(for: request) == nil {
+                    throw BenchmarkError("lookup missed at \(size) entries")
+                }
+                lookups.append((DispatchTime.now().uptimeNanoseconds - start) / UInt64(batch))
+            }
+            let session = cachingSession(cache)
+            var hits = Samples(capacity: scale.latencyIterations)
+            for _ in 0..<scale.latencyIterations {
+                let url = urls[Int.random(in: 0..<size, using: &generator)]
+                try hits.time {
+                    guard roundTrip(session, url) == body else { throw BenchmarkError("hit failed at \(size) entries") }
+                }
+            }
+            session.invalidateAndCancel()
+            lookupMedians.append(lookups.medianMicroseconds)
+            hitMedians.append(hits.medianMicroseconds)
+            record(BenchmarkResult(name: "lookup at \(size) entries", samples: lookups,
+                                   ratio: lookups.medianMicroseconds / lookupMedians[0], target: "≈ 1 × smallest"))
+            record(BenchmarkResult(name: "hit at \(size) entries", samples: hits,
+                                   ratio: hits.medianMicroseconds / hitMedians[0], target: "≈ 1 × smallest"))
+        }
+
+        // Opening a disk cache that holds `openSize` entries.
+        let openDirectory = directory("open")
+        do {
+            let filler = CachingURLCache(memoryCapacity: 0, diskCapacity: 4 << 30, directory: openDirectory)
+            progress("writing \(scale.openSize) entries to disk…")
+            for number in 0..<scale.openSize {
+                let url = URL(string: "http://127.0.0.1:9/open/\(number)")!
+                let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                                               headerFields: ["Cache-Control": "max-age=86400"])!
+                filler.storeCachedResponse(CachedURLResponse(response: response, data: body), for: URLRequest(url: url))
+                if number % 10_000 == 9_999 { filler.waitUntilSettled() }
+            }
+            filler.waitUntilSettled()
+        }
+        var opens = Samples(capacity: 5)
+        let probe = URLRequest(url: URL(string: "http://127.0.0.1:9/open/\(scale.openSize / 2)")!)
+        for _ in 0..<5 {
+            try opens.time {
+                let cache = CachingURLCache(memoryCapacity: 0, diskCapacity: 4 << 30, directory: openDirectory)
+                guard cache.cachedResponse(for: probe)?.data == body else { throw BenchmarkError("reopened cache lost an entry") }
+            }
+        }
+        let openMilliseconds = opens.medianMicroseconds / 1000
+        record(BenchmarkResult(name: "open a disk cache of \(scale.openSize) entries + first lookup", samples: opens,
+                               target: "< 300 ms", met: openMilliseconds < 300,
+                               note: String(format: "%.1f ms", openMilliseconds)))
+    }
+
+    // MARK: 6: memory stays bounded while a lot of data streams through
+
+    private func memoryBound() throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        let body = Data(repeating: 0x44, count: 1 << 20)
+        origin.handle("/stream") { _ in Self.cacheableResponse(body) }
+        let capacity = 10 << 20
+        let cache = CachingURLCache(memoryCapacity: capacity, diskCapacity: 64 << 20, directory: directory("stream"))
+        let session = cachingSession(cache)
+        defer { session.invalidateAndCancel() }
+        guard roundTrip(session, origin.url("/stream?warm")) == body else { throw BenchmarkError("stream warm-up failed") }
+        cache.waitUntilSettled()
+        ResidentMemory.resetPeak()
+        let baseline = ResidentMemory.currentBytes ?? 0
+        var samples = Samples(capacity: scale.streamResponses)
+        for number in 0..<scale.streamResponses {
+            try samples.time {
+                guard roundTrip(session, origin.url("/stream?n=\(number)"))?.count == body.count else {
+                    throw BenchmarkError("stream response \(number) truncated")
+                }
+            }
+            if number % 128 == 127 { progress("streamed \(number + 1) MB…") }
+        }
+        cache.waitUntilSettled()
+        let peak = ResidentMemory.peakBytes ?? 0
+        let growth = max(0, peak - baseline)
+        let overhead = growth - min(growth, cache.currentMemoryUsage)
+        record(BenchmarkResult(
+            name: "stream \(scale.streamResponses) MB through a 10 MB memory tier", samples: samples,
+            note: String(format: "peak RSS growth %.1f MB (memory tier %.1f MB of %.1f MB capacity, overhead %.1f MB); baseline RSS %.1f MB",
+                         Double(growth) / 1_048_576, Double(cache.currentMemoryUsage) / 1_048_576,
+                         Double(capacity) / 1_048_576, Double(overhead) / 1_048_576, Double(baseline) / 1_048_576)))
+    }
+
+    // MARK: 7: the storage API against Foundation's URLCache
+
+    private func storageAPI() throws {
+        let count = scale.storageEntries
+        let entries: [(URLRequest, CachedURLResponse)] = (0..<count).map { number in
+            let url = URL(string: "https://example.com/api/items?id=\(number)")!
+            let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                                           headerFields: ["Cache-Control": "max-age=3600", "Content-Type": "application/json"])!
+            let body = Data("{\"id\":\(number),\"payload\":\"\(String(repeating: "x", count: 1_000))\"}".utf8)
+            return (URLRequest(url: url), CachedURLResponse(response: response, data: body))
+        }
+
+        let foundation = URLCache(memoryCapacity: 64 << 20, diskCapacity: 256 << 20, diskPath: directory("foundation").path)
+        let ours = CachingURLCache(memoryCapacity: 64 << 20, diskCapacity: 256 << 20, directory: directory("ours"))
+
+        func storeRate(_ cache: URLCache) -> (Samples, Double) {
+            var samples = Samples(capacity: count)
+            let start = DispatchTime.now().uptimeNanoseconds
+            for (request, response) in entries {
+                samples.time { cache.storeCachedResponse(response, for: request) }
+            }
+            return (samples, Double(count) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9))
+        }
+        let (foundationStores, foundationStoreRate) = storeRate(foundation)
+        let (ourStores, ourStoreRate) = storeRate(ours)
+        let settleStart = DispatchTime.now().uptimeNanoseconds
+        ours.waitUntilSettled()
+        let settledRate = Double(count) / (Double(DispatchTime.now().uptimeNanoseconds - settleStart) / 1e9
+            + Double(count) / ourStoreRate)
+        record(BenchmarkResult(name: "store: Foundation URLCache", samples: foundationStores,
+                               note: String(format: "%.0f stores/s", foundationStoreRate)))
+        let storeRatio = ourStoreRate / foundationStoreRate
+        record(BenchmarkResult(name: "store: CachingURLCache", samples: ourStores, ratio: storeRatio, target: "≥ 100 × Foundation",
+                               met: storeRatio >= 100,
+                               note: String(format: "%.0f stores/s on the caller's thread; %.0f/s until settled on disk", ourStoreRate, settledRate)))
+
+        func lookupRate(_ cache: URLCache) -> (Samples, Double, Int) {
+            var generator = SystemRandomNumberGenerator()
+            var samples = Samples(capacity: 100)
+            var wrong = 0
+            let batch = max(1, scale.lookups / 100)
+            var total: UInt64 = 0
+            for _ in 0..<100 {
+                let picks = (0..<batch).map { _ in Int.random(in: 0..<count, using: &generator) }
+                let start = DispatchTime.now().uptimeNanoseconds
+                for index in picks where cache.cachedResponse(for: entries[index].0)?.data != entries[index].1.data {
+                    wrong += 1
+                }
+                let elapsed = DispatchTime.now().uptimeNanoseconds - start
+                total += elapsed
+                samples.append(elapsed / UInt64(batch))
+            }
+            return (samples, Double(batch * 100) / (Double(total) / 1e9), wrong)
+        }
+        let (foundationLookups, foundationLookupRate, foundationWrong) = lookupRate(foundation)
+        let (ourLookups, ourLookupRate, ourWrong) = lookupRate(ours)
+        record(BenchmarkResult(name: "lookup: Foundation URLCache", samples: foundationLookups,
+                               note: String(format: "%.0f lookups/s, %d of %d answers wrong or missing (its key ignores the query)",
+                                            foundationLookupRate, foundationWrong, scale.lookups)))
+        let lookupRatio = ourLookupRate / foundationLookupRate
+        record(BenchmarkResult(name: "lookup: CachingURLCache", samples: ourLookups, ratio: lookupRatio, target: "≥ 1 × Foundation",
+                               met: lookupRatio >= 1,
+                               note: String(format: "%.0f lookups/s, %d wrong or missing", ourLookupRate, ourWrong)))
+    }
+}
+
+struct BenchmarkError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
