@@ -40,7 +40,7 @@ extension CacheEngine {
         handle: LoadHandle,
         continuation: AsyncThrowingStream<CachedThenFreshResponse, Error>.Continuation
     ) {
-        guard case .cacheable(let key) = RequestDisposition(urlRequest) else {
+        guard RequestDisposition(urlRequest) == .cacheable, let key = CacheKey.make(for: urlRequest) else {
             let reason = CachingError(.notCacheable, "cachedThenFresh needs a GET the cache may answer (no app validators, no Range, no no-store)")
             return continuation.finish(throwing: reason)
         }

@@ -359,6 +359,7 @@ final class CacheEngine: Sendable {
             headers.set(field.name, field.value)
         }
         var updated = entry
+        updated.builtResponse = BuiltResponseSlot()
         updated.headers = headers
         updated.requestDate = upstream.requestDate
         updated.responseDate = upstream.responseDate
@@ -427,15 +428,27 @@ final class CacheEngine: Sendable {
 
     /// The stored response as the app sees it: the stored status and headers, `Age` set to the
     /// entry's current age, and `Cache-Status`.
+    ///
+    /// Building an `HTTPURLResponse` is the largest cost of a hit on Linux (it re-capitalises
+    /// every header name and parses Content-Type), so the last one built from an entry is kept
+    /// with the entry and reused while its age in whole seconds and its `Cache-Status` are the
+    /// same: a burst of hits builds it once per second.
     func storedAnswer(_ entry: CacheEntry, now: Date, status: CacheStatus) -> Answer {
+        let age = Int(entry.age(at: now).rounded(.down))
+        let status = configuration.addsCacheStatus ? status : nil
+        if let built = entry.builtResponse.value.withLock({ $0 }), built.describes(entry, age: age, cacheStatus: status) {
+            return .response(built.response, entry.body)
+        }
         var headers = entry.headers
-        headers.set("Age", String(Int(entry.age(at: now).rounded(.down))))
-        if configuration.addsCacheStatus {
+        headers.set("Age", String(age))
+        if let status {
             headers.set("Cache-Status", status.headerValue)
         }
         let url = URL(string: entry.responseURL) ?? URL(string: "about:blank")!
         let response = HTTPURLResponse(url: url, statusCode: entry.statusCode, httpVersion: "HTTP/1.1",
                                        headerFields: headers.dictionary)!
+        let built = BuiltResponse(entry: entry, age: age, cacheStatus: status, response: response)
+        entry.builtResponse.value.withLock { $0 = built }
         return .response(response, entry.body)
     }
 
@@ -506,6 +519,42 @@ final class CacheEngine: Sendable {
         counters.withLock { counters in
             counters.estimatedBandwidth = counters.estimatedBandwidth.map { $0 * 0.7 + sample * 0.3 } ?? sample
         }
+    }
+}
+
+/// A response built for a stored entry, with what it was built from.
+struct BuiltResponse: @unchecked Sendable {
+    // @unchecked: HTTPURLResponse is immutable after creation but not declared Sendable everywhere.
+    let responseDate: Date
+    let initialAge: TimeInterval
+    let freshnessLifetime: TimeInterval
+    let statusCode: Int
+    let varyFields: [CacheEntry.VaryField]
+    let credentialFingerprint: UInt64?
+    let age: Int
+    let cacheStatus: CacheStatus?
+    let response: HTTPURLResponse
+
+    init(entry: CacheEntry, age: Int, cacheStatus: CacheStatus?, response: HTTPURLResponse) {
+        responseDate = entry.responseDate
+        initialAge = entry.initialAge
+        freshnessLifetime = entry.freshnessLifetime
+        statusCode = entry.statusCode
+        varyFields = entry.varyFields
+        credentialFingerprint = entry.credentialFingerprint
+        self.age = age
+        self.cacheStatus = cacheStatus
+        self.response = response
+    }
+
+    /// Whether `response` is what would be built for `entry` now. A freshened copy of an entry
+    /// shares its slot but has a new `responseDate`, so a built response never outlives what it
+    /// was built from.
+    func describes(_ entry: CacheEntry, age: Int, cacheStatus: CacheStatus?) -> Bool {
+        self.age == age && self.cacheStatus == cacheStatus && responseDate == entry.responseDate
+            && initialAge == entry.initialAge && freshnessLifetime == entry.freshnessLifetime
+            && statusCode == entry.statusCode && credentialFingerprint == entry.credentialFingerprint
+            && varyFields == entry.varyFields
     }
 }
 

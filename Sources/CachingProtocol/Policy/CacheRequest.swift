@@ -3,6 +3,45 @@ import Foundation
 import FoundationNetworking
 #endif
 
+/// The request header fields the cache looks at, read in one pass over the request's fields.
+///
+/// `URLRequest.value(forHTTPHeaderField:)` compares names with a Unicode case-insensitive
+/// comparison per call; a hit needs eight of these answers, so they are gathered at once here.
+struct RequestHeaderFacts: Sendable {
+    var cacheControl: String?
+    var pragma: String?
+    var authorization: String?
+    var cookie: String?
+    /// The app validates or asks for a range itself (`If-*`, `Range`) or upgrades the connection.
+    var isAppControlled = false
+
+    init(_ request: URLRequest) {
+        guard let fields = request.allHTTPHeaderFields, !fields.isEmpty else { return }
+        for (name, value) in fields {
+            let utf8 = name.utf8
+            guard let first = utf8.first else { continue }
+            switch asciiLowercased(first) {
+            case UInt8(ascii: "c"):
+                if name.isEqualIgnoringASCIICase("Cache-Control") { cacheControl = value }
+                else if name.isEqualIgnoringASCIICase("Cookie") { cookie = value }
+            case UInt8(ascii: "p"):
+                if name.isEqualIgnoringASCIICase("Pragma") { pragma = value }
+            case UInt8(ascii: "a"):
+                if name.isEqualIgnoringASCIICase("Authorization") { authorization = value }
+            case UInt8(ascii: "i"):
+                if ["If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range"]
+                    .contains(where: name.isEqualIgnoringASCIICase) { isAppControlled = true }
+            case UInt8(ascii: "r"):
+                if name.isEqualIgnoringASCIICase("Range") { isAppControlled = true }
+            case UInt8(ascii: "u"):
+                if name.isEqualIgnoringASCIICase("Upgrade") { isAppControlled = true }
+            default:
+                break
+            }
+        }
+    }
+}
+
 /// A GET request the cache may answer, with what the policy needs from it parsed once.
 struct CacheRequest: @unchecked Sendable {
     // @unchecked: URLRequest is a value type but not declared Sendable on every platform; this
@@ -31,14 +70,12 @@ struct CacheRequest: @unchecked Sendable {
     let mode: Mode
     let credentialFingerprint: UInt64?
 
-    /// Nil when the cache must not touch the request at all (see `CacheRequest.disposition`).
-    init(_ request: URLRequest, key: String) {
+    init(_ request: URLRequest, key: String, facts: RequestHeaderFacts? = nil) {
+        let facts = facts ?? RequestHeaderFacts(request)
         urlRequest = request
         self.key = key
-        let cacheControl = request.value(forHTTPHeaderField: "Cache-Control")
-        var directives = CacheControl(cacheControl)
-        if cacheControl == nil, let pragma = request.value(forHTTPHeaderField: "Pragma"),
-           pragma.range(of: "no-cache", options: .caseInsensitive) != nil {
+        var directives = CacheControl(facts.cacheControl)
+        if facts.cacheControl == nil, let pragma = facts.pragma, pragma.lowercased().contains("no-cache") {
             directives.noCache = true
         }
         self.directives = directives
@@ -50,19 +87,17 @@ struct CacheRequest: @unchecked Sendable {
         case .returnCacheDataDontLoad: mode = .onlyCache
         default: mode = .normal
         }
-        credentialFingerprint = Self.credentialFingerprint(of: request)
+        credentialFingerprint = Self.credentialFingerprint(authorization: facts.authorization, cookie: facts.cookie)
     }
 
-    /// The value of a request header field.
+    /// The value of a request header field (for `Vary`).
     func header(_ name: String) -> String? {
         urlRequest.value(forHTTPHeaderField: name)
     }
 
     /// A fingerprint of `Authorization` and `Cookie`, or nil when neither is present. The secret
     /// itself is never stored; only this hash is, to keep one user's answers from another.
-    static func credentialFingerprint(of request: URLRequest) -> UInt64? {
-        let authorization = request.value(forHTTPHeaderField: "Authorization")
-        let cookie = request.value(forHTTPHeaderField: "Cookie")
+    static func credentialFingerprint(authorization: String?, cookie: String?) -> UInt64? {
         guard authorization != nil || cookie != nil else { return nil }
         return StableHash.hash("authorization\u{0}\(authorization ?? "")\u{0}cookie\u{0}\(cookie ?? "")")
     }
@@ -72,42 +107,33 @@ struct CacheRequest: @unchecked Sendable {
 enum RequestDisposition: Equatable {
     /// Not the cache's business: Foundation loads it untouched (the protocol declines it).
     case passThrough
-    /// An unsafe method: what is stored for these keys is dropped, then Foundation loads the
+    /// An unsafe method: what is stored for its URL is dropped, then Foundation loads the
     /// request untouched, body and all.
-    case invalidate(keys: [String])
-    /// A GET the cache answers; the string is its key.
-    case cacheable(key: String)
+    case invalidate
+    /// A GET the cache answers.
+    case cacheable
 
-    /// Request headers that make a request conditional or partial: the app is doing its own
-    /// validation or range handling, so its request goes out exactly as it wrote it.
-    private static let appOwnedHeaders = ["If-None-Match", "If-Modified-Since", "If-Match",
-                                          "If-Unmodified-Since", "If-Range", "Range"]
-
-    init(_ request: URLRequest) {
-        guard let url = request.url, let scheme = url.scheme?.lowercased(),
-              scheme == "http" || scheme == "https"
-        else {
+    init(_ request: URLRequest, facts: RequestHeaderFacts? = nil) {
+        guard let url = request.url, let scheme = url.scheme, scheme.isEqualIgnoringASCIICase("http") || scheme.isEqualIgnoringASCIICase("https") else {
             self = .passThrough
             return
         }
-        let method = request.httpMethod?.uppercased() ?? "GET"
-        switch method {
-        case "GET":
-            if Self.appOwnedHeaders.contains(where: { request.value(forHTTPHeaderField: $0) != nil })
-                || request.value(forHTTPHeaderField: "Upgrade") != nil {
-                self = .passThrough
-            } else if let noStore = request.value(forHTTPHeaderField: "Cache-Control"), CacheControl(noStore).noStore {
+        let method = request.httpMethod ?? "GET"
+        if method.isEqualIgnoringASCIICase("GET") {
+            let facts = facts ?? RequestHeaderFacts(request)
+            // The app's own validation, ranges and upgrades, and `no-store` requests go out as written.
+            if facts.isAppControlled || facts.cacheControl.map({ CacheControl($0).noStore }) == true {
                 self = .passThrough
             } else {
-                self = .cacheable(key: CacheKey.make(method: "GET", url: url))
+                self = .cacheable
             }
-        case "HEAD", "OPTIONS", "TRACE":
+        } else if ["HEAD", "OPTIONS", "TRACE"].contains(where: method.isEqualIgnoringASCIICase) {
             self = .passThrough
-        default:
+        } else {
             // RFC 9111 §4.4: an unsafe method invalidates the target URI. Foundation sends the
             // request itself (so upload bodies and streams stay intact); the cache drops what it
             // holds for the URL before the request leaves, which can only make it more careful.
-            self = .invalidate(keys: [CacheKey.make(method: "GET", url: url)])
+            self = .invalidate
         }
     }
 }
@@ -115,18 +141,43 @@ enum RequestDisposition: Equatable {
 /// Cache keys: the method and the full URL, query included, fragment removed, scheme and host
 /// lowercased. Never host and path alone (that served `?page=2` for `?page=1` in an older cache).
 enum CacheKey {
+    /// The GET key of `request`'s URL, or nil without a URL.
+    static func make(for request: URLRequest) -> String? {
+        request.url.map { make(method: "GET", url: $0) }
+    }
+
     static func make(method: String, url: URL) -> String {
         var text = url.absoluteString
-        if let hash = text.firstIndex(of: "#") {
-            text = String(text[..<hash])
-        }
-        // Lowercase the scheme and authority only; paths and queries are case-sensitive.
-        if let schemeEnd = text.range(of: "://") {
-            let authorityEnd = text[schemeEnd.upperBound...].firstIndex(where: { $0 == "/" || $0 == "?" }) ?? text.endIndex
-            let prefix = text[..<authorityEnd]
-            if prefix.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) {
-                text = prefix.lowercased() + text[authorityEnd...]
+        // One pass over the bytes: where the fragment starts, where the authority ends, and
+        // whether the scheme or authority has capitals (paths and queries are case-sensitive).
+        var fragmentStart: Int?
+        var authorityEnd: Int?
+        var authorityHasCapitals = false
+        text.withUTF8 { bytes in
+            var slashes = 0
+            for index in bytes.indices {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "#") {
+                    fragmentStart = index
+                    break
+                }
+                guard authorityEnd == nil else { continue }
+                if byte == UInt8(ascii: "/") {
+                    slashes += 1
+                    if slashes == 3 { authorityEnd = index }
+                } else if byte == UInt8(ascii: "?"), slashes >= 2 {
+                    authorityEnd = index
+                } else if byte >= 0x41, byte <= 0x5A {
+                    authorityHasCapitals = true
+                }
             }
+        }
+        if let fragmentStart {
+            text = String(decoding: text.utf8.prefix(fragmentStart), as: UTF8.self)
+        }
+        if authorityHasCapitals {
+            let end = text.utf8.index(text.utf8.startIndex, offsetBy: min(authorityEnd ?? text.utf8.count, text.utf8.count))
+            text = text[..<end].lowercased() + text[end...]
         }
         return method + " " + text
     }

@@ -36,8 +36,8 @@ public final class CachingURLProtocol: URLProtocol {
             return true
         case .passThrough:
             return false
-        case .invalidate(let keys):
-            keys.forEach(engine.cache.removeRecord(forKey:))
+        case .invalidate:
+            if let key = CacheKey.make(for: request) { engine.cache.removeRecord(forKey: key) }
             return false
         }
     }
@@ -70,7 +70,8 @@ public final class CachingURLProtocol: URLProtocol {
                                                                           NSLocalizedDescriptionKey: reason.description])))
         }
         #endif
-        guard let engine = Installation.current, case .cacheable(let key) = RequestDisposition(request) else {
+        // `canInit` accepted the request, so it is a cacheable GET.
+        guard let engine = Installation.current, let key = CacheKey.make(for: request) else {
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
             return deliver(.failure(URLError(.cancelled, userInfo: [NSUnderlyingErrorKey: reason,
                                                                      NSLocalizedDescriptionKey: reason.description])))

@@ -34,6 +34,10 @@ struct CacheEntry: Sendable, Equatable {
     /// The `userInfo` of a `CachedURLResponse` stored through the `URLCache` API, as a binary
     /// property list; nil for entries the protocol stored.
     var userInfo: Data?
+    /// The last response built from this entry, reused by hits within the same second (see
+    /// `CacheEngine.storedAnswer`). Shared by every copy of the entry and not part of its value:
+    /// never stored on disk, and ignored by `==`.
+    var builtResponse = BuiltResponseSlot()
 
     /// The moment the entry stops being fresh: `responseDate + freshnessLifetime - initialAge`.
     var expirationDate: Date {
@@ -55,6 +59,14 @@ struct CacheEntry: Sendable, Equatable {
     var cost: Int {
         body.count + headers.byteCount + responseURL.utf8.count + 128
     }
+}
+
+/// A place for the response last built from an entry; see `CacheEntry.builtResponse`.
+final class BuiltResponseSlot: Sendable, Equatable {
+    let value = Locked<BuiltResponse?>(nil)
+
+    /// Slots never make two entries different: they cache a derivation of the entry, not data.
+    static func == (lhs: BuiltResponseSlot, rhs: BuiltResponseSlot) -> Bool { true }
 }
 
 /// Everything stored under one cache key: the variants of one resource (several only when the

@@ -134,6 +134,8 @@ final class ReuseDecisionTests: XCTestCase {
     func testCacheKeysKeepTheQueryAndDropTheFragment() {
         let first = CacheKey.make(method: "GET", url: URL(string: "https://Example.COM/Path?page=1#top")!)
         XCTAssertEqual(first, "GET https://example.com/Path?page=1")
+        XCTAssertEqual(CacheKey.make(method: "GET", url: URL(string: "HTTP://Host:8080?Q=A")!), "GET http://host:8080?Q=A")
+        XCTAssertEqual(CacheKey.make(method: "GET", url: URL(string: "http://host/A/B?C#D")!), "GET http://host/A/B?C")
         XCTAssertNotEqual(first, CacheKey.make(method: "GET", url: URL(string: "https://example.com/Path?page=2")!))
     }
 
@@ -144,14 +146,18 @@ final class ReuseDecisionTests: XCTestCase {
             for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
             return RequestDisposition(request)
         }
-        XCTAssertEqual(disposition("GET"), .cacheable(key: "GET https://example.com/a"))
+        XCTAssertEqual(disposition("GET"), .cacheable)
+        XCTAssertEqual(disposition("get"), .cacheable)
         for method in ["POST", "PUT", "PATCH", "DELETE"] {
-            XCTAssertEqual(disposition(method), .invalidate(keys: ["GET https://example.com/a"]), method)
+            XCTAssertEqual(disposition(method), .invalidate, method)
         }
         XCTAssertEqual(disposition("HEAD"), .passThrough)
         XCTAssertEqual(disposition("GET", ["If-None-Match": "\"x\""]), .passThrough)
         XCTAssertEqual(disposition("GET", ["If-Modified-Since": F.httpDate(0)]), .passThrough)
         XCTAssertEqual(disposition("GET", ["Range": "bytes=0-1"]), .passThrough)
+        XCTAssertEqual(disposition("GET", ["if-none-match": "\"x\""]), .passThrough)
+        XCTAssertEqual(disposition("GET", ["Upgrade": "websocket"]), .passThrough)
+        XCTAssertEqual(disposition("GET", ["Accept": "*/*", "X-Other": "1"]), .cacheable)
         XCTAssertEqual(disposition("GET", ["Cache-Control": "no-store"]), .passThrough)
         XCTAssertEqual(disposition("GET", url: "ftp://example.com/a"), .passThrough)
     }
