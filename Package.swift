@@ -13,7 +13,9 @@ let package = Package(
         .target(name: "CachingProtocol"),
         // An in-process HTTP/1.1 origin on a random loopback port, shared by the Demo and the tests.
         .target(name: "LoopbackOrigin"),
-        .executableTarget(name: "Demo", dependencies: ["CachingProtocol", "LoopbackOrigin"]),
+        // The Demo's comparison (scenario, clients, runner, report) and its commands, testable in-process.
+        .target(name: "DemoSupport", dependencies: ["CachingProtocol", "LoopbackOrigin"]),
+        .executableTarget(name: "Demo", dependencies: ["DemoSupport"]),
         // A helper process for tests that need their own process (URLSession.shared, shared directories).
         .executableTarget(name: "CacheTestTool", dependencies: ["CachingProtocol"]),
         .testTarget(name: "CachingProtocolTests", dependencies: ["CachingProtocol", "LoopbackOrigin", "CacheTestTool"]),
