@@ -1,1 +1,42 @@
-print("Demo")
+// `swift run Demo`: the comparison on an embedded loopback origin. This file only parses the
+// arguments and dispatches; everything else lives in DemoSupport (and is tested there).
+import DemoSupport
+import Foundation
+
+func writeError(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}
+
+let command: DemoCommand
+do {
+    command = try DemoCommand.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    writeError("Demo: \(error.message)")
+    writeError("Try 'Demo --help' for usage.")
+    exit(DemoCommand.usageExitCode)
+}
+
+switch command {
+case .help:
+    print(DemoCommand.usage)
+case .compare(let json):
+    let progress = ProgressReporter()
+    do {
+        let report = try await Comparison().run(progress: progress)
+        progress.finish()
+        if json {
+            FileHandle.standardOutput.write(try ReportJSON.data(report) + Data("\n".utf8))
+        } else {
+            print(ReportText.render(report), terminator: "")
+        }
+    } catch {
+        progress.finish()
+        writeError("Demo: the comparison could not run: \(error)")
+        exit(1)
+    }
+case .fetch(let options):
+    let progress = ProgressReporter()
+    let status = await FetchCommand.run(options, progress: progress)
+    progress.finish()
+    exit(status)
+}
