@@ -20,6 +20,7 @@ let package = Package(
         .executableTarget(name: "CacheTestTool", dependencies: ["CachingProtocol"]),
         .testTarget(name: "CachingProtocolTests", dependencies: ["CachingProtocol", "LoopbackOrigin", "CacheTestTool"]),
         .testTarget(name: "LoopbackOriginTests", dependencies: ["LoopbackOrigin"]),
+        .testTarget(name: "DemoTests", dependencies: ["DemoSupport", "CachingProtocol", "LoopbackOrigin"]),
     ],
     swiftLanguageModes: [.v6]
 )
