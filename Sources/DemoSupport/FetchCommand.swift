@@ -46,8 +46,10 @@ public enum FetchCommand {
             if temporary { try? FileManager.default.removeItem(at: directory) }
         }
 
-        output("GET \(options.url.absoluteString) through CachingURLProtocol (heuristic policy, HEAD revalidation), "
-               + "cache in \(directory.path)\(temporary ? " (temporary)" : "")")
+        // The heading comes with the first result, so a URL that cannot be reached prints only
+        // its one error line.
+        let heading = "GET \(options.url.absoluteString) through CachingURLProtocol (heuristic policy, HEAD revalidation), "
+            + "cache in \(directory.path)\(temporary ? " (temporary)" : "")"
         for number in 1...options.times {
             progress?.stage("fetch \(number)/\(options.times) \(options.url.absoluteString)")
             let before = events.withLock { $0.count }
@@ -70,6 +72,7 @@ public enum FetchCommand {
                 milliseconds: milliseconds,
                 upstream: event?.upstreamMethods ?? [],
                 cacheStatus: http?.value(forHTTPHeaderField: "Cache-Status"))
+            if number == 1 { output(heading) }
             output(line(number, of: options.times, fetch))
         }
         return 0
