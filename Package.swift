@@ -13,13 +13,16 @@ let package = Package(
         .target(name: "CachingProtocol"),
         // An in-process HTTP/1.1 origin on a random loopback port, shared by the Demo and the tests.
         .target(name: "LoopbackOrigin"),
-        .executableTarget(name: "Demo", dependencies: ["CachingProtocol", "LoopbackOrigin", "CacheBenchmarks"]),
+        // The Demo's comparison (scenario, clients, runner, report) and its commands, testable in-process.
+        .target(name: "DemoSupport", dependencies: ["CachingProtocol", "LoopbackOrigin"]),
         // `Demo bench`: the cache measured against a floor protocol, origins and Foundation's URLCache.
         .target(name: "CacheBenchmarks", dependencies: ["CachingProtocol", "LoopbackOrigin"]),
+        .executableTarget(name: "Demo", dependencies: ["DemoSupport", "CacheBenchmarks"]),
         // A helper process for tests that need their own process (URLSession.shared, shared directories).
         .executableTarget(name: "CacheTestTool", dependencies: ["CachingProtocol"]),
         .testTarget(name: "CachingProtocolTests", dependencies: ["CachingProtocol", "LoopbackOrigin", "CacheTestTool"]),
         .testTarget(name: "LoopbackOriginTests", dependencies: ["LoopbackOrigin"]),
+        .testTarget(name: "DemoTests", dependencies: ["DemoSupport", "CachingProtocol", "LoopbackOrigin"]),
     ],
     swiftLanguageModes: [.v6]
 )

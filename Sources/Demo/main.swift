@@ -1,9 +1,45 @@
+// `swift run Demo`: the comparison on an embedded loopback origin. This file only parses the
+// arguments and dispatches; everything else lives in DemoSupport (and is tested there).
 import CacheBenchmarks
+import DemoSupport
 import Foundation
 
-// Placeholder entry point until the Demo lands; `bench` already works.
-let arguments = Array(CommandLine.arguments.dropFirst())
-if arguments.first == "bench" {
-    exit(BenchmarkCommand.run(Array(arguments.dropFirst())))
+func writeError(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
 }
-print("Demo")
+
+let command: DemoCommand
+do {
+    command = try DemoCommand.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    writeError("Demo: \(error.message)")
+    writeError("Try 'Demo --help' for usage.")
+    exit(DemoCommand.usageExitCode)
+}
+
+switch command {
+case .help:
+    print(DemoCommand.usage)
+case .compare(let json):
+    let progress = ProgressReporter()
+    do {
+        let report = try await Comparison().run(progress: progress)
+        progress.finish()
+        if json {
+            FileHandle.standardOutput.write(try ReportJSON.data(report) + Data("\n".utf8))
+        } else {
+            print(ReportText.render(report), terminator: "")
+        }
+    } catch {
+        progress.finish()
+        writeError("Demo: the comparison could not run: \(error)")
+        exit(1)
+    }
+case .bench(let arguments):
+    exit(BenchmarkCommand.run(arguments))
+case .fetch(let options):
+    let progress = ProgressReporter()
+    let status = await FetchCommand.run(options, progress: progress)
+    progress.finish()
+    exit(status)
+}

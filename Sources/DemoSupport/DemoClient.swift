@@ -1,0 +1,104 @@
+import CachingProtocol
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One client of the comparison: a session and what it needs torn down afterwards.
+///
+/// The plain and URLCache clients are built from `URLSessionConfiguration.default` without the
+/// protocol (the Demo never calls `register`, so nothing puts it there). The protocol clients
+/// install a configuration of their own, with a fresh `CachingURLCache` in a fresh directory and
+/// the site's clock; only one protocol client exists at a time.
+final class DemoClient: Sendable {
+    let kind: ClientKind
+    let session: URLSession
+    private let directory: URL?
+    private let cachingCache: CachingURLCache?
+    private let foundationCache: URLCache?
+    private let events = Locked<[CacheEvent]>([])
+    /// Set when a session meant to bypass the protocol would have used it.
+    let setupProblem: String?
+
+    init(_ kind: ClientKind, site: DemoSite, policy: CachingPolicy) {
+        self.kind = kind
+        let configuration = URLSessionConfiguration.default
+        configuration.timeoutIntervalForRequest = 10
+        var setupProblem: String?
+        switch kind {
+        case .noCache:
+            configuration.urlCache = nil
+            configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            directory = nil
+            cachingCache = nil
+            foundationCache = nil
+        case .urlCache:
+            let directory = Self.temporaryDirectory("urlcache")
+            #if canImport(FoundationNetworking)
+            let cache = URLCache(memoryCapacity: 2 << 20, diskCapacity: 100 << 20, diskPath: directory.path)
+            #else
+            let cache = URLCache(memoryCapacity: 2 << 20, diskCapacity: 100 << 20, directory: directory)
+            #endif
+            configuration.urlCache = cache
+            configuration.requestCachePolicy = .useProtocolCachePolicy
+            self.directory = directory
+            cachingCache = nil
+            foundationCache = cache
+        case .cachingProtocolHead, .cachingProtocolConditionalGet:
+            let directory = Self.temporaryDirectory("protocol")
+            // The same capacities as the URLCache client.
+            let cache = CachingURLCache(memoryCapacity: 2 << 20, diskCapacity: 100 << 20, directory: directory)
+            let caching = CachingConfiguration(
+                cache: cache,
+                policy: policy,
+                revalidation: kind == .cachingProtocolHead ? .head : .conditionalGet,
+                now: site.clock.read,
+                observer: { [events] event in events.withLock { $0.append(event) } })
+            CachingURLProtocol.inject(into: configuration, using: caching)
+            self.directory = directory
+            cachingCache = cache
+            foundationCache = nil
+        }
+        let hasProtocol = (configuration.protocolClasses ?? []).contains { $0 == CachingURLProtocol.self }
+        if hasProtocol != kind.usesProtocol {
+            setupProblem = "\(kind.name): CachingURLProtocol \(hasProtocol ? "present" : "missing") in protocolClasses"
+        }
+        self.setupProblem = setupProblem
+        session = URLSession(configuration: configuration)
+    }
+
+    var eventCount: Int { events.withLock { $0.count } }
+
+    func events(from start: Int) -> [CacheEvent] {
+        events.withLock { Array($0[min(start, $0.count)...]) }
+    }
+
+    /// Bytes the client's cache holds (after pending disk writes landed).
+    var cacheBytes: Int {
+        if let cachingCache {
+            cachingCache.waitUntilSettled()
+            return cachingCache.currentMemoryUsage + cachingCache.currentDiskUsage
+        }
+        if let foundationCache {
+            return foundationCache.currentMemoryUsage + foundationCache.currentDiskUsage
+        }
+        return 0
+    }
+
+    /// Ends the session, uninstalls the protocol and deletes the cache directory.
+    func tearDown() {
+        session.finishTasksAndInvalidate()
+        if kind.usesProtocol {
+            CachingURLProtocol.unregister()
+        }
+        cachingCache?.waitUntilSettled()
+        if let directory {
+            try? FileManager.default.removeItem(at: directory)
+        }
+    }
+
+    private static func temporaryDirectory(_ name: String) -> URL {
+        FileManager.default.temporaryDirectory
+            .appendingPathComponent("CachingProtocol-Demo-\(name)-\(UUID().uuidString)", isDirectory: true)
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+
+/// What `Demo` was asked to do, parsed from its arguments.
+///
+/// A subcommand is one case here, one `case` in ``parse(_:)`` and one `case` in `main.swift`.
+/// A subcommand that lives in a target of its own (which DemoSupport cannot see) takes its raw
+/// arguments, e.g. `case bench([String])` and `case "bench": return .bench(Array(rest))`, and
+/// parses them in its own target.
+public enum DemoCommand: Equatable, Sendable {
+    /// The comparison; `json` prints it as JSON instead of the table.
+    case compare(json: Bool)
+    /// `fetch URL [--times N] [--cache-dir DIR]`.
+    case fetch(FetchOptions)
+    /// `bench …`: the benchmarks, which parse their own arguments (CacheBenchmarks).
+    case bench([String])
+    /// `--help`: print ``usage`` and exit 0.
+    case help
+
+    /// Exit status for bad arguments (`EX_USAGE` from sysexits.h).
+    public static let usageExitCode: Int32 = 64
+
+    public static let usage = """
+        usage: Demo [--json]
+               Demo fetch URL [--times N] [--cache-dir DIR]
+               Demo bench [--json] [--quick] [--only GROUP,…]   (build with -c release)
+               Demo --help
+
+        Demo              replays one app session (launch, a pull-to-refresh burst, returns after
+                          an hour, two days and eight days, on a simulated clock) against an
+                          embedded loopback origin through a plain URLSession, an AFNetworking-style
+                          URLCache and CachingURLProtocol, and prints what each cost the origin.
+          --json          the same comparison as JSON on standard output.
+        fetch URL         fetches URL through CachingURLProtocol (default heuristic policy) N times
+                          and prints what each fetch did: hit, revalidated or fetched, status,
+                          bytes and milliseconds.
+          --times N       how many fetches (default 2, at least 1).
+          --cache-dir DIR keep the cache in DIR (default: a temporary directory, removed afterwards).
+        bench             measures hits against a floor URLProtocol, misses, throughput, scaling,
+                          memory and the storage API against Foundation's URLCache ('Demo bench --help').
+        --help, -h        this text.
+
+        Exit status: 0 on success, 1 when a fetch fails, 64 for bad arguments.
+        """
+
+    /// Parses the arguments after the program name.
+    public static func parse(_ arguments: [String]) throws(UsageError) -> DemoCommand {
+        if arguments.first == "bench" { return .bench(Array(arguments.dropFirst())) }
+        if arguments.contains("--help") || arguments.contains("-h") { return .help }
+        guard let first = arguments.first else { return .compare(json: false) }
+        let rest = arguments.dropFirst()
+        switch first {
+        case "fetch":
+            return .fetch(try FetchOptions.parse(Array(rest)))
+        case "help":
+            return .help
+        case "compare":
+            return try parseCompare(Array(rest))
+        default:
+            if first.hasPrefix("-") { return try parseCompare(arguments) }
+            throw UsageError("unknown command '\(first)'")
+        }
+    }
+
+    private static func parseCompare(_ arguments: [String]) throws(UsageError) -> DemoCommand {
+        var json = false
+        for argument in arguments {
+            switch argument {
+            case "--json": json = true
+            default:
+                throw UsageError(argument.hasPrefix("-") ? "unknown option '\(argument)'" : "unexpected argument '\(argument)'")
+            }
+        }
+        return .compare(json: json)
+    }
+}
+
+/// Options of `Demo fetch`.
+public struct FetchOptions: Equatable, Sendable {
+    public var url: URL
+    public var times: Int
+    public var cacheDirectory: URL?
+
+    public init(url: URL, times: Int = 2, cacheDirectory: URL? = nil) {
+        self.url = url
+        self.times = times
+        self.cacheDirectory = cacheDirectory
+    }
+
+    static func parse(_ arguments: [String]) throws(UsageError) -> FetchOptions {
+        var url: URL?
+        var times = 2
+        var cacheDirectory: URL?
+        var index = 0
+        func value(of option: String) throws(UsageError) -> String {
+            index += 1
+            guard index < arguments.count, !arguments[index].hasPrefix("--") else {
+                throw UsageError("\(option) needs a value")
+            }
+            return arguments[index]
+        }
+        while index < arguments.count {
+            let argument = arguments[index]
+            switch argument {
+            case "--times":
+                let text = try value(of: "--times")
+                guard let number = Int(text), number >= 1 else {
+                    throw UsageError("--times needs a whole number of at least 1, not '\(text)'")
+                }
+                times = number
+            case "--cache-dir":
+                cacheDirectory = URL(fileURLWithPath: try value(of: "--cache-dir"), isDirectory: true)
+            default:
+                if argument.hasPrefix("-") { throw UsageError("unknown option '\(argument)' for fetch") }
+                guard url == nil else { throw UsageError("fetch takes one URL, got a second: '\(argument)'") }
+                guard let parsed = URL(string: argument), let scheme = parsed.scheme?.lowercased(),
+                      scheme == "http" || scheme == "https", parsed.host != nil
+                else {
+                    throw UsageError("'\(argument)' is not an http or https URL")
+                }
+                url = parsed
+            }
+            index += 1
+        }
+        guard let url else { throw UsageError("fetch needs a URL") }
+        return FetchOptions(url: url, times: times, cacheDirectory: cacheDirectory)
+    }
+}
+
+/// Bad arguments: one line for the user, then a hint to `--help`.
+public struct UsageError: Error, Equatable, CustomStringConvertible {
+    public var message: String
+
+    public init(_ message: String) {
+        self.message = message
+    }
+
+    public var description: String { message }
+}

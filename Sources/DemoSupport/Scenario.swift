@@ -1,0 +1,56 @@
+import Foundation
+
+/// The app session every client replays: phases at fixed offsets on the simulated clock, each a
+/// list of requests (and, once, a change at the origin).
+public struct Scenario: Sendable {
+    /// Something that happens in a phase.
+    public enum Action: Sendable, Equatable {
+        case get(String)
+        case post(String, body: String)
+        /// The origin changes the resource at this path (the app does nothing).
+        case change(String)
+    }
+
+    public struct Phase: Sendable, Equatable {
+        /// E.g. "launch", "refresh +10 s", "return +2 d".
+        public var name: String
+        /// Seconds after launch on the simulated clock.
+        public var offset: TimeInterval
+        public var actions: [Action]
+    }
+
+    public var phases: [Phase]
+
+    /// Requests one client sends.
+    public var requestCount: Int {
+        phases.reduce(0) { count, phase in
+            count + phase.actions.filter { if case .change = $0 { return false } else { return true } }.count
+        }
+    }
+
+    /// The session the Demo replays: an app launch, a pull-to-refresh burst of three pulls ten
+    /// seconds apart (two of them followed by a "like"), the profile edited elsewhere half-way,
+    /// then the app opened again after an hour, after two days and after eight days.
+    public static let standard: Scenario = {
+        let everything: [Action] = [
+            .get(DemoSite.configPath), .get(DemoSite.catalogPath), .get(DemoSite.termsPath),
+            .get(DemoSite.scoresPath), .get(DemoSite.avatarPath), .get(DemoSite.feedPath),
+            .get(DemoSite.profilePath),
+        ]
+        let refresh: [Action] = [
+            .get(DemoSite.feedPath), .get(DemoSite.scoresPath), .get(DemoSite.catalogPath),
+            .get(DemoSite.avatarPath), .get(DemoSite.profilePath),
+        ]
+        let day: TimeInterval = 86_400
+        return Scenario(phases: [
+            Phase(name: "launch", offset: 0, actions: everything),
+            Phase(name: "refresh +10 s", offset: 10, actions: refresh + [.post(DemoSite.likePath, body: "{\"post\":17}")]),
+            Phase(name: "refresh +20 s", offset: 20, actions: refresh + [.post(DemoSite.likePath, body: "{\"post\":18}")]),
+            Phase(name: "refresh +30 s", offset: 30, actions: refresh),
+            Phase(name: "profile edited +30 min", offset: 1_800, actions: [.change(DemoSite.profilePath)]),
+            Phase(name: "return +1 h", offset: 3_600, actions: everything),
+            Phase(name: "return +2 d", offset: 2 * day, actions: everything),
+            Phase(name: "return +8 d", offset: 8 * day, actions: everything),
+        ])
+    }()
+}

@@ -1,0 +1,131 @@
+import CachingProtocol
+@testable import DemoSupport
+import Foundation
+import LoopbackOrigin
+import XCTest
+
+/// The JSON for scripts, the argument handling and `Demo fetch`.
+final class CommandTests: XCTestCase {
+    // MARK: JSON
+
+    func testJSONHasTheDocumentedShape() async throws {
+        let report = try await Comparison().run()
+        let object = try JSONSerialization.jsonObject(with: try ReportJSON.data(report))
+        let document = try XCTUnwrap(object as? [String: Any])
+        let clients = try XCTUnwrap(document["clients"] as? [[String: Any]])
+        XCTAssertEqual(clients.count, ClientKind.allCases.count)
+        for (client, result) in zip(clients, report.clients) {
+            XCTAssertEqual(client["name"] as? String, result.name)
+            let requests = try XCTUnwrap(client["originRequests"] as? [String: Int])
+            XCTAssertEqual(requests, result.originRequests)
+            XCTAssertEqual(client["originBytes"] as? Int, result.originBytes)
+            XCTAssertEqual(client["fromCache"] as? Int, result.fromCache)
+            XCTAssertEqual(client["revalidated"] as? Int, result.revalidated)
+            XCTAssertEqual(client["fetched"] as? Int, result.fetched)
+            XCTAssertEqual(client["wrongAnswers"] as? Int, result.wrongAnswers)
+            XCTAssertNotNil(client["seconds"] as? Double)
+        }
+        let rules = try XCTUnwrap(document["rules"] as? [[String: Any]])
+        XCTAssertEqual(rules.count, DemoRule.allCases.count)
+        XCTAssertNotNil(rules.first?["line"] as? String)
+        XCTAssertNotNil(document["date"] as? String)
+    }
+
+    // MARK: Arguments
+
+    func testArgumentsSelectTheCommand() throws {
+        XCTAssertEqual(try DemoCommand.parse([]), .compare(json: false))
+        XCTAssertEqual(try DemoCommand.parse(["--json"]), .compare(json: true))
+        XCTAssertEqual(try DemoCommand.parse(["compare", "--json"]), .compare(json: true))
+        XCTAssertEqual(try DemoCommand.parse(["--help"]), .help)
+        XCTAssertEqual(try DemoCommand.parse(["-h"]), .help)
+        XCTAssertEqual(try DemoCommand.parse(["fetch", "--help"]), .help)
+        let url = try XCTUnwrap(URL(string: "https://example.com/a?b=1"))
+        XCTAssertEqual(try DemoCommand.parse(["fetch", url.absoluteString]), .fetch(FetchOptions(url: url, times: 2)))
+        XCTAssertEqual(try DemoCommand.parse(["fetch", url.absoluteString, "--times", "5", "--cache-dir", "/tmp/c"]),
+                       .fetch(FetchOptions(url: url, times: 5, cacheDirectory: URL(fileURLWithPath: "/tmp/c", isDirectory: true))))
+        XCTAssertEqual(try DemoCommand.parse(["fetch", "--times", "3", url.absoluteString]), .fetch(FetchOptions(url: url, times: 3)))
+    }
+
+    func testBadArgumentsAreOneClearError() {
+        let cases: [([String], String)] = [
+            (["--bogus"], "unknown option '--bogus'"),
+            (["frobnicate"], "unknown command 'frobnicate'"),
+            (["--json", "extra"], "unexpected argument 'extra'"),
+            (["fetch"], "fetch needs a URL"),
+            (["fetch", "ftp://example.com/"], "'ftp://example.com/' is not an http or https URL"),
+            (["fetch", "not a url"], "'not a url' is not an http or https URL"),
+            (["fetch", "http://a/", "http://b/"], "fetch takes one URL, got a second: 'http://b/'"),
+            (["fetch", "http://a/", "--times"], "--times needs a value"),
+            (["fetch", "http://a/", "--times", "0"], "--times needs a whole number of at least 1, not '0'"),
+            (["fetch", "http://a/", "--times", "two"], "--times needs a whole number of at least 1, not 'two'"),
+            (["fetch", "http://a/", "--fast"], "unknown option '--fast' for fetch"),
+        ]
+        for (arguments, message) in cases {
+            XCTAssertThrowsError(try DemoCommand.parse(arguments), "\(arguments)") { error in
+                XCTAssertEqual((error as? UsageError)?.message, message)
+                XCTAssertFalse(message.contains("\n"))
+            }
+        }
+        XCTAssertEqual(DemoCommand.usageExitCode, 64)
+        XCTAssertTrue(DemoCommand.usage.contains("fetch URL [--times N]"))
+    }
+
+    // MARK: fetch
+
+    func testFetchReportsWhatEachFetchDid() async throws {
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        origin.serve("/etag", OriginResource(body: Data(repeating: 7, count: 5_000), contentType: "application/json",
+                                             lastModified: .none))
+        let output = Locked<[String]>([])
+        let errors = Locked<[String]>([])
+        let status = await FetchCommand.run(
+            FetchOptions(url: origin.url("/etag"), times: 3),
+            output: { line in output.withLock { $0.append(line) } },
+            errorOutput: { line in errors.withLock { $0.append(line) } })
+
+        XCTAssertEqual(status, 0)
+        XCTAssertEqual(errors.withLock { $0 }, [])
+        let lines = output.withLock { $0 }
+        XCTAssertEqual(lines.count, 4, lines.joined(separator: "\n"))
+        XCTAssertTrue(lines[1].hasPrefix("#1  fetched (200)"), lines[1])
+        XCTAssertTrue(lines[2].hasPrefix("#2  hit"), lines[2])
+        XCTAssertTrue(lines[3].hasPrefix("#3  hit"), lines[3])
+        XCTAssertTrue(lines[2].contains("5,000 B"), lines[2])
+        XCTAssertEqual(origin.requestCount(), 1, "two of three fetches never reached the origin")
+        XCTAssertNil(CachingURLProtocol.configuration, "the command uninstalls the protocol")
+    }
+
+    func testFetchOfAnUnreachableURLIsOneLineAndExitOne() async throws {
+        let output = Locked<[String]>([])
+        let errors = Locked<[String]>([])
+        let url = try XCTUnwrap(URL(string: "http://127.0.0.1:1/"))
+        let status = await FetchCommand.run(
+            FetchOptions(url: url, times: 2),
+            output: { line in output.withLock { $0.append(line) } },
+            errorOutput: { line in errors.withLock { $0.append(line) } })
+
+        XCTAssertEqual(status, 1)
+        let messages = errors.withLock { $0 }
+        XCTAssertEqual(messages.count, 1)
+        XCTAssertTrue(messages.first?.hasPrefix("Demo: cannot fetch http://127.0.0.1:1/: ") ?? false, "\(messages)")
+        XCTAssertEqual(output.withLock { $0 }, [], "nothing but the one error line")
+    }
+
+    // MARK: Progress
+
+    func testProgressAppearsOnceTheDelayHasPassed() {
+        let shown = expectation(description: "progress written")
+        shown.assertForOverFulfill = false
+        let written = Locked<[String]>([])
+        let progress = ProgressReporter(delay: 0, isTerminal: false) { text in
+            written.withLock { $0.append(text) }
+            shown.fulfill()
+        }
+        progress.stage("[1/4] no cache")
+        wait(for: [shown], timeout: 5)
+        progress.finish()
+        XCTAssertTrue(written.withLock { $0 }.contains { $0.contains("[1/4] no cache") })
+    }
+}
