@@ -87,13 +87,22 @@ struct HTTPHeaders: Sendable, Equatable {
     }
 }
 
-extension StringProtocol {
-    /// ASCII case-insensitive equality: HTTP field names and directive names are ASCII tokens, so
-    /// this avoids the Unicode case mapping `lowercased()` does (and its allocation).
-    func isEqualIgnoringASCIICase<Other: StringProtocol>(_ other: Other) -> Bool {
-        let lhs = utf8, rhs = other.utf8
-        guard lhs.count == rhs.count else { return false }
-        return zip(lhs, rhs).allSatisfy { asciiLowercased($0) == asciiLowercased($1) }
+extension String {
+    /// ASCII case-insensitive equality: HTTP field names, methods and schemes are ASCII tokens,
+    /// so this avoids the Unicode case mapping `lowercased()` does (and its allocation). Equal
+    /// strings, the common case, are decided by one comparison.
+    func isEqualIgnoringASCIICase(_ other: String) -> Bool {
+        if self == other { return true }
+        guard utf8.count == other.utf8.count else { return false }
+        var lhs = self, rhs = other
+        return lhs.withUTF8 { left in
+            rhs.withUTF8 { right in
+                for index in left.indices where asciiLowercased(left[index]) != asciiLowercased(right[index]) {
+                    return false
+                }
+                return true
+            }
+        }
     }
 }
 
