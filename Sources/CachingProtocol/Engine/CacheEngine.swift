@@ -70,6 +70,11 @@ final class CacheEngine: Sendable {
     /// Background exchanges (stale-while-revalidate) that are still running.
     let backgroundWork = DispatchGroup()
 
+    /// Disk entries up to this size are read on the thread that asked (the session's queue, for
+    /// the protocol); larger ones are read on the engine's queue so a big file never holds up
+    /// other requests.
+    static let inlineDiskReadLimit = 64 << 10
+
     /// Most variants kept per URL when the origin sends `Vary`.
     static let maximumVariants = 8
 
@@ -99,8 +104,14 @@ final class CacheEngine: Sendable {
         let request = CacheRequest(urlRequest, key: key)
         let handle = LoadHandle()
         let load = Load(request: request, handle: handle, receiver: receiver, started: DispatchTime.now())
-        // Fresh memory hits are answered right here: no hop, no allocation beyond the response.
-        if let record = cache.memoryRecord(forKey: key) {
+        // Fresh hits are answered right here, on the caller's thread: from memory, or from a
+        // small disk file (reading it costs less than the hop to another thread would). Anything
+        // else moves to the engine's queue.
+        var record = cache.memoryRecord(forKey: key)
+        if record == nil, cache.diskLookupIsSmall(forKey: key, bytes: Self.inlineDiskReadLimit) {
+            record = cache.record(forKey: key, memoryAlreadyCounted: true)
+        }
+        if let record {
             let decision = decide(request, record: record)
             if case .useStored = decision.decision {
                 proceed(load, decision: decision)

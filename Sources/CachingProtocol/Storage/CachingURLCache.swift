@@ -163,6 +163,14 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         memory.record(forKey: key)
     }
 
+    /// Whether a lookup of `key` that missed memory would be answered by reading a disk file of
+    /// at most `bytes` (or from a write not yet on disk) — cheap enough to do on the caller's
+    /// thread.
+    func diskLookupIsSmall(forKey key: String, bytes: Int) -> Bool {
+        guard let size = disk.indexedSize(forKey: key) else { return false }
+        return size <= bytes
+    }
+
     /// The record in memory, else on disk (then also put into memory).
     ///
     /// - Parameter counting: whether the lookup counts in the tiers' statistics (false for the

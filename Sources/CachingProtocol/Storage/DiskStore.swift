@@ -309,6 +309,16 @@ final class DiskStore: RecordStore {
         case miss
     }
 
+    /// The size of the file holding `key`'s record according to the index (0 when the record is
+    /// staged and not yet written), or nil when the store does not know it; reads no file.
+    func indexedSize(forKey key: String) -> Int? {
+        let digest = EntryDigest(key: key)
+        return state.withLock { state in
+            if state.staged[digest]?.record.key == key { return 0 }
+            return state.index.entry(for: digest)?.fileSize
+        }
+    }
+
     /// Whether a record for `key` is stored or staged; reads no file and counts nothing.
     func containsRecord(forKey key: String) -> Bool {
         let digest = EntryDigest(key: key)
