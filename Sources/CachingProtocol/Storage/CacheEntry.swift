@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// One stored response: the unit the policy reasons about and the stores keep.
 ///
@@ -61,9 +64,13 @@ struct CacheEntry: Sendable, Equatable {
     }
 }
 
-/// A place for the response last built from an entry; see `CacheEntry.builtResponse`.
+/// Objects built from an entry and kept with it, so repeated hits do not build them again; see
+/// `CacheEntry.builtResponse`.
 final class BuiltResponseSlot: Sendable, Equatable {
+    /// The protocol's last answer (with `Age` and `Cache-Status` for one second of age).
     let value = Locked<BuiltResponse?>(nil)
+    /// The `CachedURLResponse` the `URLCache` API hands out for this entry (it does not change).
+    let cachedURLResponse = Locked<CachedURLResponse?>(nil)
 
     /// Slots never make two entries different: they cache a derivation of the entry, not data.
     static func == (lhs: BuiltResponseSlot, rhs: BuiltResponseSlot) -> Bool { true }

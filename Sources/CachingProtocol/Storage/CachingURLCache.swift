@@ -262,7 +262,15 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         return CacheKey.make(method: "GET", url: url)
     }
 
+    /// The entry as a `CachedURLResponse`, built once per entry and then reused.
     static func cachedURLResponse(from entry: CacheEntry) -> CachedURLResponse? {
+        if let built = entry.builtResponse.cachedURLResponse.withLock({ $0 }) { return built }
+        let built = buildCachedURLResponse(from: entry)
+        entry.builtResponse.cachedURLResponse.withLock { $0 = built }
+        return built
+    }
+
+    private static func buildCachedURLResponse(from entry: CacheEntry) -> CachedURLResponse? {
         guard let url = URL(string: entry.responseURL) else { return nil }
         let response: URLResponse
         if entry.statusCode > 0 {
