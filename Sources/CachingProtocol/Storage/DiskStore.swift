@@ -71,6 +71,10 @@ final class DiskStore: RecordStore {
         /// How long the access times of hits wait to be written when nothing else is being
         /// written; they otherwise go with the next journal append. Default: 1 second.
         var accessTimeWriteDelay: TimeInterval
+        /// The most bytes of records waiting to be written. A `store` that finds more staged
+        /// waits until the worker has written them, so a burst of large responses faster than
+        /// the disk holds memory at this bound instead of growing without limit. Default: 8 MiB.
+        var maximumStagedBytes: Int
         /// The clock for last-access times (the LRU order). Default: `Date()`. Tests inject one.
         var now: @Sendable () -> Date
 
@@ -81,6 +85,7 @@ final class DiskStore: RecordStore {
             synchronizesWrites: Bool = false,
             journalCompactionThreshold: Int = 1024 * 1024,
             accessTimeWriteDelay: TimeInterval = 1,
+            maximumStagedBytes: Int = 8 * 1024 * 1024,
             now: @escaping @Sendable () -> Date = { Date() }
         ) {
             self.directory = directory
@@ -89,6 +94,7 @@ final class DiskStore: RecordStore {
             self.synchronizesWrites = synchronizesWrites
             self.journalCompactionThreshold = journalCompactionThreshold
             self.accessTimeWriteDelay = accessTimeWriteDelay
+            self.maximumStagedBytes = maximumStagedBytes
             self.now = now
         }
     }
@@ -136,6 +142,42 @@ final class DiskStore: RecordStore {
         var record: CacheRecord
         var sequence: UInt64
         var lastAccess: Date
+        /// `record.cost`, counted in `StagedWrites.bytes`.
+        var cost: Int
+    }
+
+    /// Records handed to `store` and not yet written, with their total cost kept up to date.
+    struct StagedWrites: Sequence {
+        private var records: [EntryDigest: Staged] = [:]
+        /// The summed `cost` of the staged records.
+        private(set) var bytes = 0
+
+        var count: Int { records.count }
+
+        subscript(digest: EntryDigest) -> Staged? {
+            get { records[digest] }
+            set {
+                bytes -= records[digest]?.cost ?? 0
+                bytes += newValue?.cost ?? 0
+                records[digest] = newValue
+            }
+        }
+
+        @discardableResult
+        mutating func removeValue(forKey digest: EntryDigest) -> Staged? {
+            let removed = records.removeValue(forKey: digest)
+            bytes -= removed?.cost ?? 0
+            return removed
+        }
+
+        mutating func removeAll() {
+            records.removeAll()
+            bytes = 0
+        }
+
+        func makeIterator() -> Dictionary<EntryDigest, Staged>.Iterator {
+            records.makeIterator()
+        }
     }
 
     /// Work for the worker, done in the order handed in.
@@ -183,7 +225,7 @@ final class DiskStore: RecordStore {
         var reconcilePending: Bool { pendingReconciles > 0 }
         /// Removals made while a reconcile is pending, so it does not adopt what was removed.
         var tombstones = Tombstones()
-        var staged: [EntryDigest: Staged] = [:]
+        var staged = StagedWrites()
         /// Digests with a `.write` operation queued and not yet started.
         var scheduledWrites: Set<EntryDigest> = []
         var operations: [Operation] = []
@@ -414,16 +456,19 @@ final class DiskStore: RecordStore {
         let digest = EntryDigest(key: record.key)
         let cost = record.cost  // an estimate of the file size, close enough to refuse early
         let now = configuration.now()
-        let start = state.withLock { state -> Bool in
+        let (start, backlogged) = state.withLock { state -> (Bool, Bool) in
             guard cost <= state.maximumEntryBytes else {
-                return state.forget([digest])
+                return (state.forget([digest]), false)
             }
             state.sequence += 1
-            state.staged[digest] = Staged(record: record, sequence: state.sequence, lastAccess: now)
-            guard state.scheduledWrites.insert(digest).inserted else { return false }  // coalesced
-            return state.enqueue(.write(digest))
+            state.staged[digest] = Staged(record: record, sequence: state.sequence, lastAccess: now, cost: cost)
+            let backlogged = state.staged.bytes > configuration.maximumStagedBytes
+            guard state.scheduledWrites.insert(digest).inserted else { return (false, backlogged) }  // coalesced
+            return (state.enqueue(.write(digest)), backlogged)
         }
         if start { startWorker() }
+        // Back-pressure: the caller waits for the disk rather than memory growing without bound.
+        if backlogged { flush() }
     }
 
     func removeRecord(forKey key: String) {
