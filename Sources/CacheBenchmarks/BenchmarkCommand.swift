@@ -5,9 +5,11 @@ import Foundation
 /// not a test.
 public enum BenchmarkCommand {
     public static let usage = """
-        usage: Demo bench [--json] [--quick] [--only GROUP[,GROUP…]]
+        usage: Demo bench [--json] [--quick] [--only GROUP[,GROUP…]] [--sizes N[,N…]] [--open N]
           groups: latency, miss, throughput, scaling, memory, storage (default: all)
           --quick  tiny iteration counts (a smoke run; numbers are meaningless)
+          --sizes  entry counts for the scaling group (default 100,10000,100000)
+          --open   entries in the disk cache the scaling group opens (default 100000; 0 skips it)
           --json   machine-readable output: {"results": [{"name", "median_us", "p99_us", "ratio", "target", …}]}
           Build with -c release for real numbers: swift run -c release Demo bench
         """
@@ -17,6 +19,8 @@ public enum BenchmarkCommand {
         var json = false
         var quick = false
         var only: Set<String> = []
+        var sizes: [Int]?
+        var openSize: Int?
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
             switch argument {
@@ -25,6 +29,13 @@ public enum BenchmarkCommand {
             case "--only":
                 guard let groups = remaining.popFirst() else { return fail("--only needs a list of groups") }
                 only.formUnion(groups.split(separator: ",").map(String.init))
+            case "--sizes":
+                guard let list = remaining.popFirst(), case let parsed = list.split(separator: ",").compactMap({ Int($0) }),
+                      !parsed.isEmpty, parsed.allSatisfy({ $0 > 0 }) else { return fail("--sizes needs positive counts, e.g. 100,100000") }
+                sizes = parsed
+            case "--open":
+                guard let value = remaining.popFirst().flatMap({ Int($0) }), value >= 0 else { return fail("--open needs a count") }
+                openSize = value
             case "--help", "-h":
                 print(usage)
                 return 0
@@ -35,7 +46,10 @@ public enum BenchmarkCommand {
         let known: Set = ["latency", "miss", "throughput", "scaling", "memory", "storage"]
         if let unknown = only.subtracting(known).first { return fail("unknown group \(unknown)") }
 
-        let suite = BenchmarkSuite(scale: quick ? .quick : .full) { message in
+        var scale = quick ? BenchmarkSuite.Scale.quick : .full
+        if let sizes { scale.scalingSizes = sizes }
+        if let openSize { scale.openSize = openSize }
+        let suite = BenchmarkSuite(scale: scale) { message in
             FileHandle.standardError.write(Data("bench: \(message)\n".utf8))
         }
         do {
