@@ -105,15 +105,37 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     open override var currentDiskUsage: Int { disk.statistics.byteCount }
 
-    /// What each tier holds and how often it answered.
+    /// What each tier holds and how often it answered, and the disk tier's condition.
     public var statistics: Statistics {
-        Statistics(memory: memory.statistics, disk: disk.statistics)
+        let diagnostics = disk.diagnostics
+        let problem: CachingError?
+        switch diagnostics.status {
+        case .available: problem = nil
+        case .unavailable(let error): problem = error
+        }
+        return Statistics(memory: memory.statistics, disk: disk.statistics, diskProblem: problem,
+                          diskWriteFailures: diagnostics.writeFailures,
+                          corruptEntriesRemoved: diagnostics.corruptEntriesRemoved)
     }
 
-    /// Usage and hit counts of both tiers.
+    /// Usage and hit counts of both tiers, and what went wrong on disk.
     public struct Statistics: Sendable, Equatable {
         public var memory: StoreStatistics
         public var disk: StoreStatistics
+        /// Why the disk tier cannot write, or nil while it can: ``CachingError/Code/diskUnavailable``
+        /// when the directory cannot be created or written (read-only file system, permissions,
+        /// a file in its place), ``CachingError/Code/diskWriteFailed`` when the last write failed
+        /// (for example a full disk). Meanwhile the cache keeps answering from memory and from the
+        /// entry files it can still read, and drops disk writes; the next write that succeeds
+        /// clears it. A cache directory deleted while the app runs is not a problem: the next
+        /// write recreates it.
+        public var diskProblem: CachingError?
+        /// Disk writes (entry files, index and journal) that failed and were dropped since the
+        /// cache was created.
+        public var diskWriteFailures: Int
+        /// Entry files found torn, truncated, garbage, of another format version or of another
+        /// key since the cache was created: each was treated as a miss and deleted.
+        public var corruptEntriesRemoved: Int
     }
 
     // MARK: Memory pressure and maintenance
