@@ -163,15 +163,22 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         disk.trim(toBytes: max(0, bytes))
     }
 
-    /// Deletes everything stored for `url` (GET), from memory and from disk.
+    /// Deletes everything stored for `url` (GET), from memory and from disk, and returns once
+    /// its entry file is gone from the directory (for example when a user logs out: after the
+    /// call, no file holds the response). Waits for disk writes handed in before the call, so
+    /// it can take as long as those take. Do not call it from a `CachingConfiguration.observer`.
     public func purge(url: URL) {
         removeRecord(forKey: CacheKey.make(method: "GET", url: url))
+        disk.flush()
     }
 
-    /// Deletes every entry from both tiers, including the files on disk.
+    /// Deletes every entry from both tiers and returns once every entry file is gone from the
+    /// directory (waiting for disk writes handed in before the call). Entries stored by another
+    /// process sharing the directory after the call are not affected.
     public func removeAll() {
         memory.removeAll()
         disk.removeAll()
+        disk.flush()
     }
 
     // MARK: Record access for the protocol
@@ -228,18 +235,23 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         store(record, memoryOnly: cachedResponse.storagePolicy == .allowedInMemoryOnly)
     }
 
+    /// Like ``purge(url:)``: returns once the entry's file is gone.
     open override func removeCachedResponse(for request: URLRequest) {
         guard let key = Self.key(for: request) else { return }
         removeRecord(forKey: key)
+        disk.flush()
     }
 
+    /// ``removeAll()``: returns once every entry file is gone.
     open override func removeAllCachedResponses() {
         removeAll()
     }
 
+    /// Returns once the files of the removed entries are gone.
     open override func removeCachedResponses(since date: Date) {
         memory.removeRecords(storedSince: date)
         disk.removeRecords(storedSince: date)
+        disk.flush()
     }
 
     open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for dataTask: URLSessionDataTask) {
