@@ -23,11 +23,14 @@ final class SecurityTests: CachingTestCase {
     }
 
     /// Serves `path` with a body naming the request's credentials, so a test can tell whose
-    /// response it got: "body for <Authorization>|<Cookie>".
-    private func servePerCredential(_ path: String, headers: [HTTPField]) {
+    /// response it got: "body for <Authorization>|<Cookie>", or with `mirrored`, the same
+    /// reversed (so that the credential itself is not in the body, for tests that look for
+    /// it in files).
+    private func servePerCredential(_ path: String, headers: [HTTPField], mirrored: Bool = false) {
         origin.handle(path) { request in
             let owner = "\(request.header("Authorization") ?? "-")|\(request.header("Cookie") ?? "-")"
-            return OriginResponse(headers: headers, body: Data("body for \(owner)".utf8))
+            let text = "body for \(owner)"
+            return OriginResponse(headers: headers, body: Data((mirrored ? String(text.reversed()) : text).utf8))
         }
     }
 
@@ -83,17 +86,22 @@ final class SecurityTests: CachingTestCase {
         var configuration = makeConfiguration()
         configuration.policy = policy
         installSession(configuration)
-        servePerCredential("/inbox", headers: [HTTPField("Cache-Control", "max-age=600")])
-        let alice = ["Authorization": "Bearer alice"], bob = ["Authorization": "Bearer bob"]
+        origin.handle("/inbox") { request in
+            let user = request.header("Authorization") == "Bearer alice-token" ? "alice" : "bob"
+            return .text("inbox of \(user)", headers: [HTTPField("Cache-Control", "max-age=600")])
+        }
+        let alice = ["Authorization": "Bearer alice-token"], bob = ["Authorization": "Bearer bob-token"]
         // When two users each ask twice
         let answers = [try await getText("/inbox", alice), try await getText("/inbox", bob),
                        try await getText("/inbox", alice), try await getText("/inbox", bob)]
         // Then each was stored for its own credential only
-        XCTAssertEqual(answers, ["body for Bearer alice|-", "body for Bearer bob|-", "body for Bearer alice|-", "body for Bearer bob|-"])
+        XCTAssertEqual(answers, ["inbox of alice", "inbox of bob", "inbox of alice", "inbox of bob"])
         XCTAssertEqual(originMethods("/inbox").count, 2)
         // And the credentials themselves are not on disk (only a fingerprint is)
         cache.waitUntilSettled()
-        XCTAssertEqual(CacheFiles.files(in: directory, containing: Data("Bearer alice".utf8)), [])
+        XCTAssertEqual(CacheFiles.entryNames(in: directory).count, 1, "one record, two variants")
+        XCTAssertEqual(CacheFiles.files(in: directory, containing: Data("alice-token".utf8)), [])
+        XCTAssertEqual(CacheFiles.files(in: directory, containing: Data("bob-token".utf8)), [])
     }
 
     func testConcurrentRequestsWithDifferentCredentialsAreNotCollapsed() async throws {
@@ -130,30 +138,36 @@ final class SecurityTests: CachingTestCase {
 
     func testVaryOnCredentialsDoesNotWriteTheCredentialToDisk() async throws {
         // Given public responses that vary on Authorization and on Cookie
-        servePerCredential("/vary-auth", headers: [HTTPField("Cache-Control", "public, max-age=600"), HTTPField("Vary", "Authorization")])
-        servePerCredential("/vary-cookie", headers: [HTTPField("Cache-Control", "public, max-age=600"), HTTPField("Vary", "Cookie")])
+        let varyOn = { (field: String) in [HTTPField("Cache-Control", "public, max-age=600"), HTTPField("Vary", field)] }
+        servePerCredential("/vary-auth", headers: varyOn("Authorization"), mirrored: true)
+        servePerCredential("/vary-cookie", headers: varyOn("Cookie"), mirrored: true)
         let token = "Bearer secret-token-\(UUID().uuidString)"
         let cookie = "session=secret-cookie-\(UUID().uuidString)"
+        func mirrored(_ text: String) -> String { String(text.reversed()) }
         // When they are fetched and hit
         _ = try await getText("/vary-auth", ["Authorization": token])
         _ = try await getText("/vary-cookie", ["Cookie": cookie])
         let hitAuth = try await getText("/vary-auth", ["Authorization": token])
         let hitCookie = try await getText("/vary-cookie", ["Cookie": cookie])
-        XCTAssertEqual(hitAuth, "body for \(token)|-")
-        XCTAssertEqual(hitCookie, "body for -|\(cookie)")
+        XCTAssertEqual(hitAuth, mirrored("body for \(token)|-"))
+        XCTAssertEqual(hitCookie, mirrored("body for -|\(cookie)"))
         XCTAssertEqual(origin.requestCount(), 2, "both were stored and hit")
         // Then neither secret is in any file of the cache directory
         cache.waitUntilSettled()
+        XCTAssertEqual(CacheFiles.entryNames(in: directory).count, 2)
         XCTAssertEqual(CacheFiles.files(in: directory, containing: Data(token.utf8)), [])
         XCTAssertEqual(CacheFiles.files(in: directory, containing: Data(cookie.utf8)), [])
-        // And another credential is still a miss, even after a restart (variants matched from disk)
+        // And after a restart (variants matched from disk) the same credential hits and another misses
         cache = CachingURLCache(memoryCapacity: 4 << 20, diskCapacity: 32 << 20, directory: directory)
         installSession(makeConfiguration())
         let sameAfterRestart = try await getText("/vary-auth", ["Authorization": token])
         let otherAfterRestart = try await getText("/vary-auth", ["Authorization": "Bearer other"])
-        XCTAssertEqual(sameAfterRestart, "body for \(token)|-")
-        XCTAssertEqual(otherAfterRestart, "body for Bearer other|-")
+        let cookieAfterRestart = try await getText("/vary-cookie", ["Cookie": cookie])
+        XCTAssertEqual(sameAfterRestart, mirrored("body for \(token)|-"))
+        XCTAssertEqual(otherAfterRestart, mirrored("body for Bearer other|-"))
+        XCTAssertEqual(cookieAfterRestart, mirrored("body for -|\(cookie)"))
         XCTAssertEqual(originMethods("/vary-auth").count, 2)
+        XCTAssertEqual(originMethods("/vary-cookie").count, 1)
     }
 
     /// The app session puts the cookies of its own jar on the request before the protocol sees
