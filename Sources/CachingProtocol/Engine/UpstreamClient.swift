@@ -36,6 +36,11 @@ final class UpstreamClient: Sendable {
         configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { $0 != CachingURLProtocol.self }
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        // The app's session already put its own jar's cookies on the request (corelibs does it
+        // when the task is created), and the credential fingerprint is taken from that request.
+        // Adding this session's jar (the shared one) would send cookies the app's session does
+        // not have, unseen by the fingerprint. `Set-Cookie`s still go to the shared jar.
+        configuration.httpShouldSetCookies = false
         router = TransferRouter()
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
     }
