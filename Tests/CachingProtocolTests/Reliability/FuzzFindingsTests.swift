@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import XCTest
 @testable import CachingProtocol
 
@@ -16,5 +19,44 @@ final class FuzzFindingsTests: XCTestCase {
             XCTAssertTrue(formatted.contains(" \(year) "), formatted)
             XCTAssertEqual(HTTPDate.parse(formatted), date, formatted)
         }
+    }
+}
+
+extension FuzzFindingsTests {
+    /// A journal (or snapshot) record with a huge file size, checksummed correctly, made
+    /// `DiskIndex.load` overflow the index's byte count and trap: opening such a cache crashed.
+    func testHugeFileSizesInTheIndexAreDamageNotACrash() throws {
+        let huge = DiskIndex.Entry(fileSize: Int.max, latestResponseDate: Date(), lastAccess: Date())
+        let journal = DiskIndex.encodeJournal([.put(EntryDigest(high: 1, low: 1), huge), .put(EntryDigest(high: 2, low: 2), huge)])
+        let loaded = try DiskIndex.load(snapshot: DiskIndex().snapshotData(), journal: journal)
+        XCTAssertEqual(loaded.index.count, 0)
+        XCTAssertEqual(loaded.damagedJournalBytes, journal.count, "both records are skipped as damaged")
+
+        var index = DiskIndex()
+        index.put(EntryDigest(high: 3, low: 3), DiskIndex.Entry(fileSize: DiskIndex.maximumFileSize + 1, latestResponseDate: Date(), lastAccess: Date()))
+        XCTAssertThrowsError(try DiskIndex.load(snapshot: index.snapshotData(), journal: Data()), "the snapshot is rebuilt from the files")
+    }
+
+    func testCacheWithAHugeSizeInItsJournalStillOpensAndServes() throws {
+        // Given a cache directory holding one entry, whose journal then gets two such records
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("CachingProtocolTests-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = URL(string: "https://example.com/kept")!
+        do {
+            let cache = CachingURLCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory)
+            let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Cache-Control": "max-age=60"])!
+            cache.storeCachedResponse(CachedURLResponse(response: response, data: Data("kept".utf8)), for: URLRequest(url: url))
+            cache.waitUntilSettled()
+        }
+        let huge = DiskIndex.Entry(fileSize: Int.max, latestResponseDate: Date(), lastAccess: Date())
+        let handle = try FileHandle(forWritingTo: directory.appendingPathComponent("journal"))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: DiskIndex.encodeJournal([.put(EntryDigest(high: 1, low: 1), huge), .put(EntryDigest(high: 2, low: 2), huge)]))
+        try handle.close()
+        // When the app opens it, then the entry is served and nothing crashed
+        let reopened = CachingURLCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory)
+        reopened.waitUntilSettled()
+        XCTAssertEqual(reopened.cachedResponse(for: URLRequest(url: url))?.data, Data("kept".utf8))
+        XCTAssertEqual(reopened.statistics.disk.entryCount, 1)
     }
 }
