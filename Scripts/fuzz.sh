@@ -30,7 +30,7 @@ for group in "${groups[@]}"; do
     # SWIFT_BACKTRACE off: Swift's crash handler reads the stack in ways ASan reports as
     # errors of their own. Leak detection off: Foundation's property-list parser leaks a
     # CFError for every invalid plist, which is not ours to fix.
-    if ! SWIFT_BACKTRACE=enable=no FUZZ_GROUP="$group" "$binary" "$work" "Fuzz/corpus/$group" \
+    if ! SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 FUZZ_GROUP="$group" "$binary" "$work" "Fuzz/corpus/$group" \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 -detect_leaks=0 \
         -artifact_prefix="$artifacts/" -print_final_stats=1; then
         echo "== $group: finding, see $artifacts" >&2

@@ -135,18 +135,25 @@ enum EntryCodec {
         if let expectedKey, expectedKey != header.key { throw BinaryDecodingError.keyMismatch }
 
         // Only the content before the trailer is parsed, so no length inside can reach the checksum.
-        var body = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[0..<contentLength]), offset: reader.offset)
+        let variants = try decodeVariants(UnsafeRawBufferPointer(rebasing: buffer[reader.offset..<contentLength]))
+        let record = CacheRecord(key: header.key, variants: variants)
+        guard record.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern
+            == header.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern
+        else { throw BinaryDecodingError.malformed("header date disagrees with the variants") }
+        return record
+    }
+
+    /// The variants from the content between the header checksum and the trailer: a count,
+    /// then each variant, and nothing after.
+    static func decodeVariants(_ content: UnsafeRawBufferPointer) throws -> [CacheEntry] {
+        var body = ByteReader(content)
         let variantCount = try body.readInteger(UInt32.self)
         var variants: [CacheEntry] = []
         for _ in 0..<variantCount {
             variants.append(try readEntry(&body))
         }
         guard body.remaining == 0 else { throw BinaryDecodingError.malformed("trailing bytes") }
-        let record = CacheRecord(key: header.key, variants: variants)
-        guard record.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern
-            == header.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern
-        else { throw BinaryDecodingError.malformed("header date disagrees with the variants") }
-        return record
+        return variants
     }
 
     /// Decodes the header from the first bytes of a file of `fileSize` bytes, without the body.

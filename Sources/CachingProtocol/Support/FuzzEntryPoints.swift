@@ -153,14 +153,27 @@ public enum FuzzEntryPoints {
         }
     }
 
-    /// `EntryCodec.decode` on input framed as an entry file with a correct length and correct
-    /// checksums, so the fuzzer reaches the structure parser behind them.
+    /// Entry content (the variants) from the input, framed as an entry file with a correct
+    /// length, header date and checksums, so the fuzzer reaches the structure parser behind
+    /// them: content the variant parser accepts must decode whole once framed.
     static func framedEntryDecoding(_ bytes: UnsafeRawBufferPointer) {
         var input = FuzzInput(bytes)
         let key = String(decoding: input.bytes(Int(input.byte() % 48)), as: UTF8.self)
-        let date = Date(timeIntervalSinceReferenceDate: Double(bitPattern: input.u64()))
-        let frame = Self.frame(key: key, latestResponseDate: date, content: input.rest())
-        guard let record = frame.withUnsafeBytes({ try? EntryCodec.decode($0, expectedKey: key) }) else { return }
+        let content = input.rest()
+        let parsed: [CacheEntry]
+        do {
+            parsed = try EntryCodec.decodeVariants(content)
+        } catch {
+            // Rejected content must be rejected framed too.
+            let frame = Self.frame(key: key, latestResponseDate: Date(timeIntervalSinceReferenceDate: 0), content: content)
+            check(frame.withUnsafeBytes({ try? EntryCodec.decode($0, expectedKey: key) }) == nil, "rejected content stays rejected")
+            return
+        }
+        let date = CacheRecord(key: key, variants: parsed).latestResponseDate
+        let frame = Self.frame(key: key, latestResponseDate: date, content: content)
+        guard let record = frame.withUnsafeBytes({ try? EntryCodec.decode($0, expectedKey: key) }) else {
+            return check(false, "accepted content decodes once framed")
+        }
         frame.withUnsafeBytes { checkDecoded(record, encodedAs: $0) }
     }
 
@@ -327,13 +340,11 @@ public enum FuzzEntryPoints {
         let record = CacheRecord(key: "GET https://example.com/feed?page=2", variants: [entry, entry])
         let encoded = [UInt8](EntryCodec.encode(record))
         add("storage", 0, "entry", encoded)
-        // The framed target takes key length, key, date, then the content after the header checksum.
+        // The framed target takes key length, key, then the content after the header checksum.
         let keyLength = record.key.utf8.count
         let contentStart = EntryCodec.fixedHeaderSize + keyLength + EntryCodec.checksumSize
         let content = Array(encoded[contentStart..<(encoded.count - EntryCodec.checksumSize)])
-        var dateBytes: [UInt8] = []
-        withUnsafeBytes(of: record.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { dateBytes = Array($0) }
-        add("storage", 1, "framed-entry", [UInt8(keyLength)] + Array(record.key.utf8) + dateBytes + content)
+        add("storage", 1, "framed-entry", [UInt8(keyLength)] + Array(record.key.utf8) + content)
 
         var index = DiskIndex()
         for number in 0..<4 {
@@ -344,7 +355,7 @@ public enum FuzzEntryPoints {
         let snapshot = [UInt8](index.snapshotData())
         let journal = [UInt8](DiskIndex.encodeJournal([
             .remove(EntryDigest(key: "k1")), .touch(EntryDigest(key: "k2"), Date(timeIntervalSinceReferenceDate: 99)), .clear,
-            .put(EntryDigest(key: "k9"), DiskIndex.Entry(fileSize: 5, latestResponseDate: Date(), lastAccess: Date())),
+            .put(EntryDigest(key: "k9"), DiskIndex.Entry(fileSize: 5, latestResponseDate: Date(timeIntervalSinceReferenceDate: 5), lastAccess: Date(timeIntervalSinceReferenceDate: 6))),
         ]))
         add("storage", 2, "index", [UInt8(snapshot.count >> 8), UInt8(snapshot.count & 0xFF)] + snapshot + journal)
         add("storage", 3, "journal-ops", [0, 0] + [0x10, 0x20, 0, 0x11, 1, 0, 0, 0, 0x12, 2, 0, 0, 0, 0x21, 0x13, 0x30, 9, 0])
