@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import LoopbackOrigin
 import XCTest
 @testable import CachingProtocol
 
@@ -58,5 +59,54 @@ extension FuzzFindingsTests {
         reopened.waitUntilSettled()
         XCTAssertEqual(reopened.cachedResponse(for: URLRequest(url: url))?.data, Data("kept".utf8))
         XCTAssertEqual(reopened.statistics.disk.entryCount, 1)
+    }
+}
+
+/// Entry files whose numbers are absurd (infinite or huge lifetimes and ages, NaN or infinite
+/// dates) but whose framing and checksums are right: the engine turns ages and lifetimes into
+/// `Int`s for `Age` and `Cache-Status`, which traps on such values, so serving one crashed the
+/// app. The codec now rejects them: a miss, counted as corrupt, refetched.
+final class CraftedEntryTests: CachingTestCase {
+    func testEntriesWithAbsurdNumbersAreMissesNotCrashes() async throws {
+        let base = CacheEntry(
+            responseURL: "", statusCode: 200,
+            headers: HTTPHeaders([.init(name: "Cache-Control", value: "max-age=600"), .init(name: "ETag", value: "\"v1\"")]),
+            body: Data("crafted".utf8), requestDate: clock.now, responseDate: clock.now,
+            initialAge: 0, freshnessLifetime: 600, varyFields: [], credentialFingerprint: nil, userInfo: nil)
+        let mutations: [(String, (inout CacheEntry) -> Void)] = [
+            ("huge lifetime", { $0.freshnessLifetime = 1e300 }),
+            ("infinite lifetime", { $0.freshnessLifetime = .infinity }),
+            ("NaN lifetime", { $0.freshnessLifetime = .nan }),
+            ("huge age", { $0.initialAge = 1e300 }),
+            ("negative huge age", { $0.initialAge = -1e300 }),
+            ("NaN age", { $0.initialAge = .nan }),
+            ("NaN response date", { $0.responseDate = Date(timeIntervalSinceReferenceDate: .nan) }),
+            ("distant response date", { $0.responseDate = Date(timeIntervalSinceReferenceDate: -1e300) }),
+            ("infinite request date", { $0.requestDate = Date(timeIntervalSinceReferenceDate: .infinity) }),
+            ("status out of range", { $0.statusCode = Int.max }),
+        ]
+        // Given entry files with those numbers, written as the codec would write them
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("entries"), withIntermediateDirectories: true)
+        for (index, (_, mutate)) in mutations.enumerated() {
+            let url = origin.url("/crafted\(index)")
+            origin.handle("/crafted\(index)") { _ in .text("from the origin", headers: [HTTPField("Cache-Control", "max-age=600")]) }
+            var entry = base
+            entry.responseURL = url.absoluteString
+            mutate(&entry)
+            let key = CacheKey.make(method: "GET", url: url)
+            try EntryCodec.encode(CacheRecord(key: key, variants: [entry]))
+                .write(to: directory.appendingPathComponent("entries/" + StableHash.hexDigest128(key)))
+        }
+        // When a cache opens the directory (adopting the files) and the app asks for each
+        cache = CachingURLCache(memoryCapacity: 0, diskCapacity: 32 << 20, directory: directory)
+        installSession(makeConfiguration())
+        cache.waitUntilSettled()
+        for (index, (name, _)) in mutations.enumerated() {
+            let (data, _) = try await get("/crafted\(index)")
+            // Then each is a miss answered by the origin, not a crash
+            XCTAssertEqual(String(decoding: data, as: UTF8.self), "from the origin", name)
+        }
+        XCTAssertEqual(origin.requestCount(), mutations.count)
+        XCTAssertEqual(cache.statistics.corruptEntriesRemoved, mutations.count)
     }
 }
