@@ -20,7 +20,10 @@ let package = Package(
         .executableTarget(name: "Demo", dependencies: ["DemoSupport", "CacheBenchmarks"]),
         // A helper process for tests that need their own process (URLSession.shared, shared directories).
         .executableTarget(name: "CacheTestTool", dependencies: ["CachingProtocol"]),
-        .testTarget(name: "CachingProtocolTests", dependencies: ["CachingProtocol", "LoopbackOrigin", "CacheTestTool"]),
+        // Fuzz targets over the header parsers and the entry and index decoders: a libFuzzer
+        // binary when built by Scripts/fuzz.sh, a corpus replay tool otherwise.
+        .executableTarget(name: "Fuzz", dependencies: ["CachingProtocol"]),
+        .testTarget(name: "CachingProtocolTests", dependencies: ["CachingProtocol", "LoopbackOrigin", "CacheTestTool", "Fuzz"]),
         .testTarget(name: "LoopbackOriginTests", dependencies: ["LoopbackOrigin"]),
         .testTarget(name: "DemoTests", dependencies: ["DemoSupport", "CachingProtocol", "LoopbackOrigin"]),
     ],

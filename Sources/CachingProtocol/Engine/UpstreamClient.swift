@@ -36,6 +36,14 @@ final class UpstreamClient: Sendable {
         configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { $0 != CachingURLProtocol.self }
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        #if canImport(FoundationNetworking)
+        // The app's session already put its own jar's cookies on the request (corelibs does it
+        // when the task is created), and the credential fingerprint is taken from that request.
+        // Adding this session's jar (the shared one) would send cookies the app's session does
+        // not have, unseen by the fingerprint. `Set-Cookie`s still go to the shared jar.
+        // (Not verified on Apple platforms, where this session keeps adding the shared jar's.)
+        configuration.httpShouldSetCookies = false
+        #endif
         router = TransferRouter()
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
     }

@@ -70,7 +70,9 @@ enum HTTPDate {
         let (year, month, day) = civilFromDays(days)
         let weekday = weekdays[((days % 7) + 7) % 7]
         func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(weekday), \(two(day)) \(monthNames[month - 1]) \(year) "
+        // IMF-fixdate's year is four digits: a two-digit one would parse as RFC 850's, in another century.
+        let four = String(repeating: "0", count: max(0, 4 - String(year).count)) + String(year)
+        return "\(weekday), \(two(day)) \(monthNames[month - 1]) \(four) "
             + "\(two(secondsOfDay / 3600)):\(two(secondsOfDay % 3600 / 60)):\(two(secondsOfDay % 60)) GMT"
     }
 

@@ -233,7 +233,7 @@ extension CachingPolicy {
         return record.variants.first { entry in
             entry.credentialFingerprint == request.credentialFingerprint
                 && entry.varyFields.allSatisfy { field in
-                    normalizedVaryValue(request.header(field.name)) == field.value
+                    varyValue(field.name, of: request) == field.value
                 }
         }
     }
@@ -244,8 +244,20 @@ extension CachingPolicy {
         return vary.split(separator: ",").compactMap { name in
             let name = name.trimmingCharacters(in: .whitespaces).lowercased()
             guard !name.isEmpty else { return nil }
-            return CacheEntry.VaryField(name: name, value: normalizedVaryValue(request.header(name)))
+            return CacheEntry.VaryField(name: name, value: varyValue(name, of: request))
         }
+    }
+
+    /// Request fields whose values are secrets: a variant keeps a digest of them, never the value.
+    private static let credentialFields: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+
+    /// The value of the request field `name` as a variant stores and matches it: normalised,
+    /// and for credentials a digest, so that `Vary: Authorization` or `Vary: Cookie` never
+    /// writes a token or a session cookie into an entry file.
+    static func varyValue(_ name: String, of request: CacheRequest) -> String? {
+        guard let value = normalizedVaryValue(request.header(name)) else { return nil }
+        guard credentialFields.contains(name.lowercased()) else { return value }
+        return "digest:" + StableHash.hexDigest128(value)
     }
 
     /// Field values compared for `Vary`: surrounding whitespace and whitespace around commas

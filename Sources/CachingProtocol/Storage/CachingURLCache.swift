@@ -105,15 +105,37 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     open override var currentDiskUsage: Int { disk.statistics.byteCount }
 
-    /// What each tier holds and how often it answered.
+    /// What each tier holds and how often it answered, and the disk tier's condition.
     public var statistics: Statistics {
-        Statistics(memory: memory.statistics, disk: disk.statistics)
+        let diagnostics = disk.diagnostics
+        let problem: CachingError?
+        switch diagnostics.status {
+        case .available: problem = nil
+        case .unavailable(let error): problem = error
+        }
+        return Statistics(memory: memory.statistics, disk: disk.statistics, diskProblem: problem,
+                          diskWriteFailures: diagnostics.writeFailures,
+                          corruptEntriesRemoved: diagnostics.corruptEntriesRemoved)
     }
 
-    /// Usage and hit counts of both tiers.
+    /// Usage and hit counts of both tiers, and what went wrong on disk.
     public struct Statistics: Sendable, Equatable {
         public var memory: StoreStatistics
         public var disk: StoreStatistics
+        /// Why the disk tier cannot write, or nil while it can: ``CachingError/Code/diskUnavailable``
+        /// when the directory cannot be created or written (read-only file system, permissions,
+        /// a file in its place), ``CachingError/Code/diskWriteFailed`` when the last write failed
+        /// (for example a full disk). Meanwhile the cache keeps answering from memory and from the
+        /// entry files it can still read, and drops disk writes; the next write that succeeds
+        /// clears it. A cache directory deleted while the app runs is not a problem: the next
+        /// write recreates it.
+        public var diskProblem: CachingError?
+        /// Disk writes (entry files, index and journal) that failed and were dropped since the
+        /// cache was created.
+        public var diskWriteFailures: Int
+        /// Entry files found torn, truncated, garbage, of another format version or of another
+        /// key since the cache was created: each was treated as a miss and deleted.
+        public var corruptEntriesRemoved: Int
     }
 
     // MARK: Memory pressure and maintenance
@@ -141,15 +163,22 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         disk.trim(toBytes: max(0, bytes))
     }
 
-    /// Deletes everything stored for `url` (GET), from memory and from disk.
+    /// Deletes everything stored for `url` (GET), from memory and from disk, and returns once
+    /// its entry file is gone from the directory (for example when a user logs out: after the
+    /// call, no file holds the response). Waits for disk writes handed in before the call, so
+    /// it can take as long as those take. Do not call it from a `CachingConfiguration.observer`.
     public func purge(url: URL) {
         removeRecord(forKey: CacheKey.make(method: "GET", url: url))
+        disk.flush()
     }
 
-    /// Deletes every entry from both tiers, including the files on disk.
+    /// Deletes every entry from both tiers and returns once every entry file is gone from the
+    /// directory (waiting for disk writes handed in before the call). Entries stored by another
+    /// process sharing the directory after the call are not affected.
     public func removeAll() {
         memory.removeAll()
         disk.removeAll()
+        disk.flush()
     }
 
     // MARK: Record access for the protocol
@@ -220,18 +249,23 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         store(record, memoryOnly: cachedResponse.storagePolicy == .allowedInMemoryOnly)
     }
 
+    /// Like ``purge(url:)``: returns once the entry's file is gone.
     open override func removeCachedResponse(for request: URLRequest) {
         guard let key = Self.key(for: request) else { return }
         removeRecord(forKey: key)
+        disk.flush()
     }
 
+    /// ``removeAll()``: returns once every entry file is gone.
     open override func removeAllCachedResponses() {
         removeAll()
     }
 
+    /// Returns once the files of the removed entries are gone.
     open override func removeCachedResponses(since date: Date) {
         memory.removeRecords(storedSince: date)
         disk.removeRecords(storedSince: date)
+        disk.flush()
     }
 
     open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for dataTask: URLSessionDataTask) {

@@ -217,14 +217,23 @@ extension DiskIndex {
         }
         var index = DiskIndex()
         index.entries.reserveCapacity(ordered.count)
+        var total = 0
         for item in ordered {
+            // Sizes are bounded, so only an absurd number of entries could overflow the sum.
+            let (sum, overflow) = total.addingReportingOverflow(item.entry.fileSize)
+            guard !overflow else { throw BinaryDecodingError.malformed("file sizes overflow") }
+            total = sum
             index.put(item.digest, item.entry)
         }
         return (index, damaged)
     }
 
+    /// The largest entry file size the index accepts (1 TiB): anything larger is damage, and
+    /// would overflow the byte count the capacity is checked against.
+    static let maximumFileSize = 1 << 40
+
     private static func readEntryFields(_ reader: inout ByteReader) throws -> Entry {
-        guard let fileSize = Int(exactly: try reader.readInteger(UInt64.self)) else {
+        guard let fileSize = Int(exactly: try reader.readInteger(UInt64.self)), fileSize <= maximumFileSize else {
             throw BinaryDecodingError.malformed("file size")
         }
         return Entry(fileSize: fileSize, latestResponseDate: try reader.readDate(), lastAccess: try reader.readDate())

@@ -18,6 +18,10 @@ import Foundation
 /// trailer  checksum u64 (XXH64 of every byte before it)
 /// ```
 ///
+/// Decoding also rejects numbers no cache writes (a status outside 0...999, a NaN, infinite or
+/// absurdly large date, age or lifetime), so that a file crafted with valid checksums is a miss
+/// and never a trap where the engine turns ages into integers.
+///
 /// The header carries its own checksum so an index rebuild can learn a file's key, size and date
 /// from its first bytes (`decodeHeader`) without reading the body; a full read verifies the
 /// trailer checksum over the whole file before anything is parsed.
@@ -135,18 +139,25 @@ enum EntryCodec {
         if let expectedKey, expectedKey != header.key { throw BinaryDecodingError.keyMismatch }
 
         // Only the content before the trailer is parsed, so no length inside can reach the checksum.
-        var body = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[0..<contentLength]), offset: reader.offset)
+        let variants = try decodeVariants(UnsafeRawBufferPointer(rebasing: buffer[reader.offset..<contentLength]))
+        let record = CacheRecord(key: header.key, variants: variants)
+        guard record.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern
+            == header.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern
+        else { throw BinaryDecodingError.malformed("header date disagrees with the variants") }
+        return record
+    }
+
+    /// The variants from the content between the header checksum and the trailer: a count,
+    /// then each variant, and nothing after.
+    static func decodeVariants(_ content: UnsafeRawBufferPointer) throws -> [CacheEntry] {
+        var body = ByteReader(content)
         let variantCount = try body.readInteger(UInt32.self)
         var variants: [CacheEntry] = []
         for _ in 0..<variantCount {
             variants.append(try readEntry(&body))
         }
         guard body.remaining == 0 else { throw BinaryDecodingError.malformed("trailing bytes") }
-        let record = CacheRecord(key: header.key, variants: variants)
-        guard record.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern
-            == header.latestResponseDate.timeIntervalSinceReferenceDate.bitPattern
-        else { throw BinaryDecodingError.malformed("header date disagrees with the variants") }
-        return record
+        return variants
     }
 
     /// Decodes the header from the first bytes of a file of `fileSize` bytes, without the body.
@@ -203,9 +214,17 @@ enum EntryCodec {
         return (Header(key: key, latestResponseDate: date, fileLength: fileLength), reader.offset)
     }
 
+    /// The largest magnitude, in seconds, of a stored date (from 2001) or interval: about
+    /// 31,700 years, far beyond anything the policy computes (it caps lifetimes at 2^31 s).
+    static let maximumSeconds: Double = 1e12
+
+    private static func isPlausible(_ seconds: Double) -> Bool {
+        seconds.isFinite && abs(seconds) <= maximumSeconds
+    }
+
     private static func readEntry(_ reader: inout ByteReader) throws -> CacheEntry {
         let responseURL = try reader.readString()
-        guard let statusCode = Int(exactly: try reader.readInteger(Int64.self)) else {
+        guard let statusCode = Int(exactly: try reader.readInteger(Int64.self)), (0...999).contains(statusCode) else {
             throw BinaryDecodingError.malformed("status code")
         }
         let fieldCount = try reader.readInteger(UInt32.self)
@@ -220,6 +239,12 @@ enum EntryCodec {
         let responseDate = try reader.readDate()
         let initialAge = try reader.readDouble()
         let freshnessLifetime = try reader.readDouble()
+        // Ages and lifetimes become `Int`s (the `Age` and `Cache-Status` values): a value no
+        // cache writes (NaN, infinite, beyond ~30,000 years) would trap there.
+        for seconds in [requestDate.timeIntervalSinceReferenceDate, responseDate.timeIntervalSinceReferenceDate,
+                        initialAge, freshnessLifetime] where !isPlausible(seconds) {
+            throw BinaryDecodingError.malformed("time value \(seconds)")
+        }
         let varyCount = try reader.readInteger(UInt32.self)
         var varyFields: [CacheEntry.VaryField] = []
         for _ in 0..<varyCount {

@@ -26,6 +26,7 @@ class CachingTestCase: XCTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
+        Self.removeLoopbackCookies()
         clock = ManualClock()
         origin = try LoopbackOrigin(now: clock.read)
         directory = FileManager.default.temporaryDirectory
@@ -40,7 +41,17 @@ class CachingTestCase: XCTestCase {
         origin?.stop()
         cache?.waitUntilSettled()
         if let directory { try? FileManager.default.removeItem(at: directory) }
+        Self.removeLoopbackCookies()
         try super.tearDownWithError()
+    }
+
+    /// Empties the shared cookie jar of loopback cookies. The cache's upstream requests carry the
+    /// jar's cookies (and store `Set-Cookie`s in it), so one test's cookies would otherwise be
+    /// credentials in the next.
+    static func removeLoopbackCookies() {
+        for cookie in HTTPCookieStorage.shared.cookies ?? [] where ["127.0.0.1", "localhost"].contains(cookie.domain) {
+            HTTPCookieStorage.shared.deleteCookie(cookie)
+        }
     }
 
     /// Installs `configuration` and replaces `session` with a new one that uses it.
