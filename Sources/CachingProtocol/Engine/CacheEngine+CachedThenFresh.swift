@@ -49,8 +49,7 @@ extension CacheEngine {
         let stored = CachingPolicy.matchingVariant(in: cache.record(forKey: key), for: request)
         if let stored {
             let isStale = stored.timeToLive(at: now) <= 0
-            let status = CacheStatus.hit(timeToLive: Int(stored.timeToLive(at: now).rounded(.down)))
-            if case .response(let response, let body) = storedAnswer(stored, now: now, status: status) {
+            if case .response(let response, let body) = storedAnswer(stored, status: .hit(stored, stale: isStale, at: now)) {
                 continuation.yield(CachedThenFreshResponse(response: response, data: body, source: .cache(isStale: isStale)))
             }
         }

@@ -98,33 +98,47 @@ final class CacheEngine: Sendable {
 
     // MARK: Loading
 
-    /// Loads a cacheable GET (see `RequestDisposition`) and hands the answer to `receiver`.
-    @discardableResult
-    func load(_ urlRequest: URLRequest, key: String, receiver: AnswerReceiver) -> LoadHandle {
+    /// How a load started: answered on the spot, or running.
+    enum LoadStart {
+        /// A fresh hit, already counted and reported: the caller hands it to the app.
+        case answered(Answer)
+        /// Running on the engine's queue; `receiver` will get the answer.
+        case pending(LoadHandle)
+    }
+
+    /// Loads a cacheable GET (see `RequestDisposition`).
+    ///
+    /// Fresh hits are answered on the caller's thread, from memory or from a small disk file
+    /// (reading it costs less than the hop to another thread would), and returned rather than
+    /// handed to `receiver`: the caller delivers them after this function's temporaries are gone,
+    /// which keeps the session queue's critical path short. Anything else moves to the engine's
+    /// queue and ends at `receiver`.
+    func load(_ urlRequest: URLRequest, key: String, receiver: @autoclosure () -> AnswerReceiver) -> LoadStart {
+        let started = DispatchTime.now()
         let request = CacheRequest(urlRequest, key: key)
-        let handle = LoadHandle()
-        let load = Load(request: request, handle: handle, receiver: receiver, started: DispatchTime.now())
-        // Fresh hits are answered right here, on the caller's thread: from memory, or from a
-        // small disk file (reading it costs less than the hop to another thread would). Anything
-        // else moves to the engine's queue.
         var record = cache.memoryRecord(forKey: key)
         if record == nil, cache.diskLookupIsSmall(forKey: key, bytes: Self.inlineDiskReadLimit) {
             record = cache.record(forKey: key, memoryAlreadyCounted: true)
         }
-        if let record {
-            let decision = decide(request, record: record)
-            if case .useStored = decision.decision {
-                proceed(load, decision: decision)
-                return handle
+        guard let record else {
+            let handle = LoadHandle()
+            let load = Load(request: request, handle: handle, receiver: receiver(), started: started)
+            queue.async {
+                let decision = self.decide(request, record: self.cache.record(forKey: key, memoryAlreadyCounted: true))
+                self.proceed(load, decision: decision)
             }
-            queue.async { self.proceed(load, decision: decision) }
-            return handle
+            return .pending(handle)
         }
-        queue.async {
-            let decision = self.decide(request, record: self.cache.record(forKey: key, memoryAlreadyCounted: true))
-            self.proceed(load, decision: decision)
+        let decided = decide(request, record: record)
+        if case .useStored(let entry, let isStale) = decided.decision {
+            let answer = storedAnswer(entry, status: .hit(entry, stale: isStale, at: decided.now))
+            account(answer, key: key, outcome: isStale ? .staleHit : .hit, trip: .noNetwork, collapsed: false, started: started)
+            return .answered(answer)
         }
-        return handle
+        let handle = LoadHandle()
+        let load = Load(request: request, handle: handle, receiver: receiver(), started: started)
+        queue.async { self.proceed(load, decision: decided) }
+        return .pending(handle)
     }
 
     /// A request on its way through the pipeline.
@@ -157,12 +171,11 @@ final class CacheEngine: Sendable {
         let now = decided.now
         switch decided.decision {
         case .useStored(let entry, let isStale):
-            let status = CacheStatus.hit(timeToLive: Int(entry.timeToLive(at: now).rounded(.down)))
-            let answer = storedAnswer(entry, now: now, status: status)
+            let answer = storedAnswer(entry, status: .hit(entry, stale: isStale, at: now))
             deliver(answer, to: load, outcome: isStale ? .staleHit : .hit, trip: .noNetwork)
         case .useStoredAndRevalidate(let entry, let conditions):
-            let status = CacheStatus.hit(timeToLive: Int(entry.timeToLive(at: now).rounded(.down)),
-                                         detail: "stale-while-revalidate")
+            var status = CacheStatus.hit(entry, stale: true, at: now)
+            status.detail = "stale-while-revalidate"
             // Counted before the app gets its answer, so `backgroundWork` covers the revalidation
             // from the moment the stale answer exists.
             backgroundWork.enter()
@@ -170,7 +183,7 @@ final class CacheEngine: Sendable {
                 self.startExchange(.revalidate(entry, conditions), for: load.request, joining: nil)
                 self.backgroundWork.leave()
             }
-            deliver(storedAnswer(entry, now: now, status: status), to: load, outcome: .staleHit, trip: .noNetwork)
+            deliver(storedAnswer(entry, status: status), to: load, outcome: .staleHit, trip: .noNetwork)
         case .revalidate(let entry, let conditions):
             startExchange(.revalidate(entry, conditions), for: load.request, joining: load)
         case .fetch(let fallback):
@@ -432,33 +445,31 @@ final class CacheEngine: Sendable {
                                  timeToLive: Int(entry.timeToLive(at: now).rounded(.down)), detail: "stale-if-error")
         var trip = trip
         trip.originStatus = originStatus
-        return Resolution(answer: storedAnswer(entry, now: now, status: status), outcome: .staleAfterError, trip: trip)
+        return Resolution(answer: storedAnswer(entry, status: status), outcome: .staleAfterError, trip: trip)
     }
 
     // MARK: Answers
 
-    /// The stored response as the app sees it: the stored status and headers, `Age` set to the
-    /// entry's current age, and `Cache-Status`.
+    /// The stored response as the app sees it: the stored status and headers (the origin's, as
+    /// the contract promises: no synthesised `Age`), plus `Cache-Status`.
     ///
     /// Building an `HTTPURLResponse` is the largest cost of a hit on Linux (it re-capitalises
-    /// every header name and parses Content-Type), so the last one built from an entry is kept
-    /// with the entry and reused while its age in whole seconds and its `Cache-Status` are the
-    /// same: a burst of hits builds it once per second.
-    func storedAnswer(_ entry: CacheEntry, now: Date, status: CacheStatus) -> Answer {
-        let age = Int(entry.age(at: now).rounded(.down))
+    /// every header name and parses Content-Type: about 16 µs for a handful of fields), so the
+    /// response built from an entry is kept with the entry and reused while the `Cache-Status`
+    /// is the same: a fresh hit's is always `hit`, so an entry builds it once.
+    func storedAnswer(_ entry: CacheEntry, status: CacheStatus) -> Answer {
         let status = configuration.addsCacheStatus ? status : nil
-        if let built = entry.builtResponse.value.withLock({ $0 }), built.describes(entry, age: age, cacheStatus: status) {
+        if let built = entry.builtResponse.value.withLock({ $0 }), built.describes(entry, cacheStatus: status) {
             return .response(built.response, entry.body)
         }
         var headers = entry.headers
-        headers.set("Age", String(age))
         if let status {
             headers.set("Cache-Status", status.headerValue)
         }
         let url = URL(string: entry.responseURL) ?? URL(string: "about:blank")!
         let response = HTTPURLResponse(url: url, statusCode: entry.statusCode, httpVersion: "HTTP/1.1",
                                        headerFields: headers.dictionary)!
-        let built = BuiltResponse(entry: entry, age: age, cacheStatus: status, response: response)
+        let built = BuiltResponse(entry: entry, cacheStatus: status, response: response)
         entry.builtResponse.value.withLock { $0 = built }
         return .response(response, entry.body)
     }
@@ -490,18 +501,15 @@ final class CacheEngine: Sendable {
 
     fileprivate func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false) {
         guard load.handle.finish() else { return }
+        account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started)
+        load.receiver.receive(answer, outcome: outcome)
+    }
+
+    /// Counts an answer and reports it to the observer. Called before the app gets the answer,
+    /// so statistics read after a response always include it.
+    private func account(_ answer: Answer, key: String, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool, started: DispatchTime) {
         var delivered = 0
         if case .response(_, let body) = answer { delivered = body.count }
-        let event = CacheEvent(
-            key: load.request.key,
-            outcome: outcome,
-            originStatus: trip.originStatus,
-            upstreamMethods: trip.methods,
-            upstreamBytes: trip.bytes,
-            deliveredBytes: delivered,
-            collapsed: collapsed,
-            duration: Double(DispatchTime.now().uptimeNanoseconds - load.started.uptimeNanoseconds) / 1e9
-        )
         counters.withLock { counters in
             switch outcome {
             case .hit: counters.hits += 1
@@ -516,10 +524,17 @@ final class CacheEngine: Sendable {
             counters.upstreamBytes += collapsed ? 0 : trip.bytes
             counters.deliveredBytes += delivered
         }
-        // Counted and reported before the app gets the answer, so statistics read after a
-        // response always include it.
-        configuration.observer?(event)
-        load.receiver.receive(answer, outcome: outcome)
+        guard let observer = configuration.observer else { return }
+        observer(CacheEvent(
+            key: key,
+            outcome: outcome,
+            originStatus: trip.originStatus,
+            upstreamMethods: trip.methods,
+            upstreamBytes: trip.bytes,
+            deliveredBytes: delivered,
+            collapsed: collapsed,
+            duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+        ))
     }
 
     /// Feeds the bandwidth estimate: an exponentially weighted average of transfers of 16 KB or
@@ -542,18 +557,16 @@ struct BuiltResponse: @unchecked Sendable {
     let statusCode: Int
     let varyFields: [CacheEntry.VaryField]
     let credentialFingerprint: UInt64?
-    let age: Int
     let cacheStatus: CacheStatus?
     let response: HTTPURLResponse
 
-    init(entry: CacheEntry, age: Int, cacheStatus: CacheStatus?, response: HTTPURLResponse) {
+    init(entry: CacheEntry, cacheStatus: CacheStatus?, response: HTTPURLResponse) {
         responseDate = entry.responseDate
         initialAge = entry.initialAge
         freshnessLifetime = entry.freshnessLifetime
         statusCode = entry.statusCode
         varyFields = entry.varyFields
         credentialFingerprint = entry.credentialFingerprint
-        self.age = age
         self.cacheStatus = cacheStatus
         self.response = response
     }
@@ -561,8 +574,8 @@ struct BuiltResponse: @unchecked Sendable {
     /// Whether `response` is what would be built for `entry` now. A freshened copy of an entry
     /// shares its slot but has a new `responseDate`, so a built response never outlives what it
     /// was built from.
-    func describes(_ entry: CacheEntry, age: Int, cacheStatus: CacheStatus?) -> Bool {
-        self.age == age && self.cacheStatus == cacheStatus && responseDate == entry.responseDate
+    func describes(_ entry: CacheEntry, cacheStatus: CacheStatus?) -> Bool {
+        self.cacheStatus == cacheStatus && responseDate == entry.responseDate
             && initialAge == entry.initialAge && freshnessLifetime == entry.freshnessLifetime
             && statusCode == entry.statusCode && credentialFingerprint == entry.credentialFingerprint
             && varyFields == entry.varyFields
@@ -675,7 +688,7 @@ final class Exchange: Sendable {
             let updated = engine.freshen(entry, with: upstream, request: request)
             let status = CacheStatus(forward: .stale, forwardStatus: upstream.status, stored: true,
                                      timeToLive: Int(updated.timeToLive(at: now).rounded(.down)))
-            return finish(CacheEngine.Resolution(answer: engine.storedAnswer(updated, now: now, status: status),
+            return finish(CacheEngine.Resolution(answer: engine.storedAnswer(updated, status: status),
                                                  outcome: .revalidatedNotModified, trip: trip))
         }
         if !isHead, upstream.status != 304 {

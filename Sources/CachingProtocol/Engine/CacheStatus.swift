@@ -1,3 +1,5 @@
+import Foundation
+
 /// A `Cache-Status` field value (RFC 9211) describing how this cache handled one request.
 struct CacheStatus: Sendable, Equatable {
     /// Why the request went to the origin (the `fwd` parameter); nil for a hit.
@@ -21,8 +23,12 @@ struct CacheStatus: Sendable, Equatable {
     var timeToLive: Int?
     var detail: String?
 
-    static func hit(timeToLive: Int, detail: String? = nil) -> CacheStatus {
-        CacheStatus(forward: nil, forwardStatus: nil, stored: false, timeToLive: timeToLive, detail: detail)
+    /// A hit on `entry` at `now`. A fresh hit is plain `hit` (no `ttl`, so the response built
+    /// for it stays valid); a stale one carries its negative `ttl` and `detail=stale`, marking how
+    /// stale it is.
+    static func hit(_ entry: CacheEntry, stale: Bool, at now: Date) -> CacheStatus {
+        guard stale else { return CacheStatus() }
+        return CacheStatus(timeToLive: Int(entry.timeToLive(at: now).rounded(.down)), detail: "stale")
     }
 
     var headerValue: String {

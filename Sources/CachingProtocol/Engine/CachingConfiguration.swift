@@ -31,8 +31,10 @@ public struct CachingConfiguration: Sendable {
     /// The clock every freshness decision reads. Default: the system clock. Tests and demos pass
     /// a clock they can move forward.
     public var now: @Sendable () -> Date
-    /// Whether answers carry a `Cache-Status` header (RFC 9211) naming this cache, for example
-    /// `CachingProtocol; hit; ttl=42`. Default true.
+    /// Whether answers carry a `Cache-Status` header (RFC 9211) naming this cache: `CachingProtocol; hit`
+    /// for a fresh hit, `CachingProtocol; hit; ttl=-30; detail=stale` for a stale one,
+    /// `CachingProtocol; fwd=uri-miss; fwd-status=200; stored; ttl=600` for a miss. Default true.
+    /// Nothing else is added to the origin's headers (no synthesised `Age`).
     public var addsCacheStatus: Bool
     /// Whether identical concurrent requests that must go to the origin share one upstream
     /// request. Default true.

@@ -76,12 +76,16 @@ public final class CachingURLProtocol: URLProtocol {
             return deliver(.failure(URLError(.cancelled, userInfo: [NSUnderlyingErrorKey: reason,
                                                                      NSLocalizedDescriptionKey: reason.description])))
         }
-        let handle = engine.load(request, key: key, receiver: Receiver(owner: self))
-        let stoppedMeanwhile = loading.withLock { state -> Bool in
-            state.handle = handle
-            return state.isStopped
+        switch engine.load(request, key: key, receiver: Receiver(owner: self)) {
+        case .answered(let answer):
+            deliver(answer)
+        case .pending(let handle):
+            let stoppedMeanwhile = loading.withLock { state -> Bool in
+                state.handle = handle
+                return state.isStopped
+            }
+            if stoppedMeanwhile { handle.cancel() }
         }
-        if stoppedMeanwhile { handle.cancel() }
     }
 
     public override func stopLoading() {

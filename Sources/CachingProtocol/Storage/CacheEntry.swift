@@ -67,7 +67,7 @@ struct CacheEntry: Sendable, Equatable {
 /// Objects built from an entry and kept with it, so repeated hits do not build them again; see
 /// `CacheEntry.builtResponse`.
 final class BuiltResponseSlot: Sendable, Equatable {
-    /// The protocol's last answer (with `Age` and `Cache-Status` for one second of age).
+    /// The protocol's last answer (with its `Cache-Status`).
     let value = Locked<BuiltResponse?>(nil)
     /// The `CachedURLResponse` the `URLCache` API hands out for this entry (it does not change).
     let cachedURLResponse = Locked<CachedURLResponse?>(nil)
