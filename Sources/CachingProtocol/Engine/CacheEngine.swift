@@ -548,9 +548,11 @@ final class CacheEngine: Sendable {
     }
 }
 
-/// A response built for a stored entry, with what it was built from.
-struct BuiltResponse: @unchecked Sendable {
-    // @unchecked: HTTPURLResponse is immutable after creation but not declared Sendable everywhere.
+/// A response built for a stored entry, with what it was built from. A class, so that taking it
+/// out of the entry's slot on every hit is one retain rather than a copy of every field.
+final class BuiltResponse: @unchecked Sendable {
+    // @unchecked: every property is a constant; HTTPURLResponse is immutable after creation but
+    // not declared Sendable everywhere.
     let responseDate: Date
     let initialAge: TimeInterval
     let freshnessLifetime: TimeInterval
