@@ -25,7 +25,7 @@ let package = Package(
         .executableTarget(name: "Fuzz", dependencies: ["CachingProtocol"]),
         .testTarget(name: "CachingProtocolTests", dependencies: ["CachingProtocol", "LoopbackOrigin", "CacheTestTool", "Fuzz"]),
         .testTarget(name: "LoopbackOriginTests", dependencies: ["LoopbackOrigin"]),
-        .testTarget(name: "DemoTests", dependencies: ["DemoSupport", "CachingProtocol", "LoopbackOrigin"]),
+        .testTarget(name: "DemoTests", dependencies: ["DemoSupport", "CacheBenchmarks", "CachingProtocol", "LoopbackOrigin"]),
     ],
     swiftLanguageModes: [.v6]
 )
