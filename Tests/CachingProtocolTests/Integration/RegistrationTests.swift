@@ -23,23 +23,8 @@ final class RegistrationTests: XCTestCase {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    private func runTool(_ arguments: [String]) throws -> (output: String, errors: String, status: Int32) {
-        let tool = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("CacheTestTool")
-        let process = Process()
-        process.executableURL = tool
-        process.arguments = arguments
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self), process.terminationStatus)
-    }
-
     func testRegisteringBeforeTheSharedSessionExistsCaches() throws {
-        let run = try runTool(["register", "early", directory.path, origin.url("/shared").absoluteString])
+        let run = try CacheTestToolRunner.run(["register", "early", directory.path, origin.url("/shared").absoluteString])
         XCTAssertEqual(run.status, 0, run.errors)
         XCTAssertTrue(run.output.contains("registration=active"), run.output)
         XCTAssertTrue(run.output.contains("cache-status=CachingProtocol; hit"), run.output)
@@ -50,7 +35,7 @@ final class RegistrationTests: XCTestCase {
     /// any other session, its list is empty and it consults the registered classes at each task,
     /// where `register()` puts the protocol ahead of Foundation's own.
     func testSharedSessionCreatedFirstStillCaches() throws {
-        let run = try runTool(["register", "shared-first", directory.path, origin.url("/shared").absoluteString])
+        let run = try CacheTestToolRunner.run(["register", "shared-first", directory.path, origin.url("/shared").absoluteString])
         XCTAssertEqual(run.status, 0, run.errors)
         XCTAssertTrue(run.output.contains("registration=active"), run.output)
         XCTAssertEqual(origin.requestCount(path: "/shared"), 1)
@@ -59,7 +44,7 @@ final class RegistrationTests: XCTestCase {
     /// Another session and then the shared session existed before `register()`: the shared
     /// session has Foundation's HTTP protocol first in its own list and never asks ours.
     func testRegisteringTooLateIsReportedNotSilent() throws {
-        let run = try runTool(["register", "late", directory.path, origin.url("/shared").absoluteString])
+        let run = try CacheTestToolRunner.run(["register", "late", directory.path, origin.url("/shared").absoluteString])
         XCTAssertEqual(run.status, 0, run.errors)
         XCTAssertTrue(run.output.contains("registration=registeredTooLate"), run.output)
         XCTAssertTrue(run.errors.contains("existed before CachingURLProtocol.register()"), run.errors)

@@ -154,12 +154,6 @@ final class CachingURLCacheTests: XCTestCase {
     }
 
     private func directorySize() -> Int {
-        let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.fileSizeKey, .isRegularFileKey])
-        var total = 0
-        while let url = enumerator?.nextObject() as? URL {
-            let values = try? url.resourceValues(forKeys: [.fileSizeKey, .isRegularFileKey])
-            if values?.isRegularFile == true { total += values?.fileSize ?? 0 }
-        }
-        return total
+        CacheFiles.totalSize(in: directory)
     }
 }

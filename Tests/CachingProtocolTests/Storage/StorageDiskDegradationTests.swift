@@ -51,7 +51,7 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
     func testReadOnlyFileSystemMakesTheStoreUnavailable() throws {
         // Given a read-only file system
         let mountPoint = cacheDirectory("readonly").path
-        try mountTmpfs(at: mountPoint, options: "ro,size=1m")
+        try mounts.tmpfs(at: mountPoint, options: "ro,size=1m")
         // When a cache is opened in it and written to
         let store = makeStore(URL(fileURLWithPath: mountPoint).appendingPathComponent("cache"))
         store.store(Fixtures.record(key: "a"))
@@ -74,7 +74,7 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
         store.flush()
         // When its directory becomes read-only (a read-only bind mount over it: the store's open
         // journal keeps the file system itself from being remounted read-only)
-        try bindMountReadOnly(directory.path)
+        try mounts.bindReadOnly(directory.path)
         store.store(Fixtures.record(key: "new"))
         store.flush()
         // Then the write is dropped and reported, and the stored record is still served
@@ -88,7 +88,7 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
         XCTAssertEqual(store.record(forKey: "kept"), kept)
         XCTAssertEqual(temporaryFiles(in: directory), [])
         // And once it is writable again, writes work again
-        XCTAssertEqual(runProcess("/bin/mount", ["-o", "remount,rw,bind", directory.path]), 0)
+        XCTAssertTrue(mounts.remountWritable(directory.path))
         store.store(Fixtures.record(key: "later"))
         store.flush()
         XCTAssertEqual(store.status, .available)
@@ -96,20 +96,10 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
         XCTAssertEqual(store.record(forKey: "kept"), kept)
     }
 
-    private func bindMountReadOnly(_ path: String) throws {
-        guard runProcess("/bin/mount", ["--bind", path, path]) == 0 else {
-            throw XCTSkip("bind mounts are not permitted here; needs root")
-        }
-        mountPoints.append(path)
-        guard runProcess("/bin/mount", ["-o", "remount,ro,bind", path]) == 0 else {
-            throw XCTSkip("cannot remount a bind mount read-only here")
-        }
-    }
-
     func testFullDiskDropsWritesReportsAndKeepsServing() throws {
         // Given a 64 KB file system and a cache that believes it may use 10 MB
         let mountPoint = cacheDirectory("full").path
-        try mountTmpfs(at: mountPoint, options: "size=64k")
+        try mounts.tmpfs(at: mountPoint, options: "size=64k")
         let directory = URL(fileURLWithPath: mountPoint).appendingPathComponent("cache")
         let store = makeStore(directory)
         // When more is stored than fits

@@ -126,7 +126,7 @@ enum Fixtures {
 /// A fresh temporary directory per test, removed (and unmounted, if a test mounted it) in tearDown.
 class TemporaryDirectoryTestCase: XCTestCase {
     private(set) var temporaryDirectory: URL!
-    var mountPoints: [String] = []
+    let mounts = Mounts()
 
     override func setUpWithError() throws {
         try super.setUpWithError()
@@ -140,10 +140,7 @@ class TemporaryDirectoryTestCase: XCTestCase {
         // so no write lands in a directory being deleted.
         for store in trackedStores { store.flush() }
         trackedStores = []
-        for mountPoint in mountPoints.reversed() {
-            _ = runProcess("/bin/umount", ["-l", mountPoint])
-        }
-        mountPoints = []
+        mounts.unmountAll()
         if let temporaryDirectory {
             try? FileManager.default.removeItem(at: temporaryDirectory)
         }
@@ -166,47 +163,11 @@ class TemporaryDirectoryTestCase: XCTestCase {
 
     /// The sum of the sizes of all regular files under `directory`.
     func sizeOfFiles(in directory: URL) -> Int {
-        guard let enumerator = FileManager.default.enumerator(atPath: directory.path) else { return 0 }
-        var total = 0
-        for case let relative as String in enumerator {
-            let path = directory.path + "/" + relative
-            guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-                  attributes[.type] as? FileAttributeType == .typeRegular,
-                  let size = attributes[.size] as? NSNumber
-            else { continue }
-            total += size.intValue
-        }
-        return total
+        CacheFiles.totalSize(in: directory)
     }
 
     func entryFiles(in directory: URL) -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("entries").path)) ?? []
-        return names.sorted()
+        CacheFiles.entryNames(in: directory)
     }
 
-    /// Mounts a tmpfs at `path` with `options`; throws XCTSkip when that is not permitted.
-    func mountTmpfs(at path: String, options: String) throws {
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        let status = runProcess("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", path])
-        guard status == 0 else {
-            throw XCTSkip("mounting a tmpfs is not permitted here (mount exited with \(status)); needs root")
-        }
-        mountPoints.append(path)
-    }
-
-    @discardableResult
-    func runProcess(_ executable: String, _ arguments: [String]) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            return -1
-        }
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
 }

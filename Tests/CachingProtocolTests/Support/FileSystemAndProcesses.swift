@@ -1,0 +1,224 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import XCTest
+@testable import CachingProtocol
+
+// Helpers shared by the storage, integration and reliability tests that look at the file
+// system or run other processes.
+
+/// What the reliability tests look at on disk: the files of a cache directory, their modes,
+/// and whether any of them holds some bytes.
+enum CacheFiles {
+    /// Every regular file under `directory`, as absolute paths, sorted.
+    static func all(in directory: URL) -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: directory.path) else { return [] }
+        var files: [String] = []
+        for case let relative as String in enumerator {
+            let path = directory.path + "/" + relative
+            if (try? FileIO.status(path))?.isRegularFile == true { files.append(path) }
+        }
+        return files.sorted()
+    }
+
+    /// The sum of the sizes of every regular file under `directory`: the directory's real size,
+    /// which a disk tier's capacity bounds.
+    static func totalSize(in directory: URL) -> Int {
+        all(in: directory).reduce(0) { total, path in
+            let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber
+            return total + (size?.intValue ?? 0)
+        }
+    }
+
+    /// The names in `<directory>/entries`, sorted (empty when it does not exist).
+    static func entryNames(in directory: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("entries").path)) ?? []).sorted()
+    }
+
+    /// The files under `directory` whose contents include `needle`.
+    static func files(in directory: URL, containing needle: Data) -> [String] {
+        all(in: directory).filter { path in
+            guard let contents = FileManager.default.contents(atPath: path) else { return false }
+            return contents.range(of: needle) != nil
+        }
+    }
+
+    /// The permission bits of `path` (`st_mode & 0o777`).
+    static func mode(_ path: String) -> Int? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int(info.st_mode & 0o777)
+    }
+}
+
+/// Mounts for the disk-fault tests (storage and reliability): tmpfs file systems and read-only
+/// bind mounts, undone by `unmountAll()`. Mounting needs root; callers skip when it is refused.
+final class Mounts {
+    private(set) var points: [String] = []
+
+    /// Mounts a tmpfs with `options` at `path` (created if needed); throws XCTSkip when refused.
+    func tmpfs(at path: String, options: String) throws {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let status = Self.run("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", path])
+        guard status == 0 else {
+            throw XCTSkip("mounting a tmpfs is not permitted here (mount exited with \(status)); run as root")
+        }
+        points.append(path)
+    }
+
+    /// Makes `path` read-only with a read-only bind mount over itself; throws XCTSkip when refused.
+    func bindReadOnly(_ path: String) throws {
+        guard Self.run("/bin/mount", ["--bind", path, path]) == 0 else {
+            throw XCTSkip("bind mounts are not permitted here; run as root")
+        }
+        points.append(path)
+        guard Self.run("/bin/mount", ["-o", "remount,ro,bind", path]) == 0 else {
+            throw XCTSkip("cannot remount a bind mount read-only here")
+        }
+    }
+
+    /// Makes a read-only bind mount at `path` writable again.
+    func remountWritable(_ path: String) -> Bool {
+        Self.run("/bin/mount", ["-o", "remount,rw,bind", path]) == 0
+    }
+
+    func unmountAll() {
+        for point in points.reversed() { _ = Self.run("/bin/umount", ["-l", point]) }
+        points = []
+    }
+
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+/// The `CacheTestTool` executable built next to the test bundle, for tests that need a process
+/// of their own (registration against `URLSession.shared`, several processes on one directory).
+enum CacheTestToolRunner {
+    static var executable: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("CacheTestTool")
+    }
+
+    /// Runs the tool to completion and returns its output and exit status.
+    static func run(_ arguments: [String]) throws -> (output: String, errors: String, status: Int32) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        // Read both pipes at once so neither fills up and blocks the tool.
+        let errorData = Locked(Data())
+        let errorsRead = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let data = errors.fileHandleForReading.readDataToEndOfFile()
+            errorData.withLock { $0 = data }
+            errorsRead.signal()
+        }
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        errorsRead.wait()
+        process.waitUntilExit()
+        return (String(decoding: out, as: UTF8.self), String(decoding: errorData.withLock { $0 }, as: UTF8.self),
+                process.terminationStatus)
+    }
+}
+
+/// A tool process whose standard output is read line by line while it runs, so a test can
+/// wait for a line (with an expectation, not a sleep) and then act, for example kill it.
+final class RunningTool: @unchecked Sendable {
+    // @unchecked: `lines` and `waiters` are only touched under `state`'s lock; `process` is
+    // only used from the test's thread.
+    let process = Process()
+    private let output = Pipe()
+    private let errors = Pipe()
+    private struct State {
+        var lines: [String] = []
+        var partial = Data()
+        var errorText = Data()
+        var waiters: [(predicate: (String) -> Bool, expectation: XCTestExpectation)] = []
+        var finished = false
+    }
+    private let state = Locked(State())
+    let ended = XCTestExpectation(description: "tool output ended")
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = CacheTestToolRunner.executable
+        process.arguments = arguments
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let readThread = Thread { [self] in readLines() }
+        readThread.start()
+        let errorThread = Thread { [self] in
+            let data = errors.fileHandleForReading.readDataToEndOfFile()
+            state.withLock { $0.errorText = data }
+        }
+        errorThread.start()
+    }
+
+    private func readLines() {
+        let handle = output.fileHandleForReading
+        while true {
+            let chunk = handle.availableData
+            let fulfilled = state.withLock { state -> [XCTestExpectation] in
+                if chunk.isEmpty {
+                    state.finished = true
+                    if !state.partial.isEmpty {
+                        state.lines.append(String(decoding: state.partial, as: UTF8.self))
+                        state.partial = Data()
+                    }
+                } else {
+                    state.partial.append(chunk)
+                    while let newline = state.partial.firstIndex(of: 10) {
+                        state.lines.append(String(decoding: state.partial[state.partial.startIndex..<newline], as: UTF8.self))
+                        state.partial = Data(state.partial[(newline + 1)...])
+                    }
+                }
+                var done: [XCTestExpectation] = []
+                state.waiters.removeAll { waiter in
+                    guard state.lines.contains(where: waiter.predicate) else { return false }
+                    done.append(waiter.expectation)
+                    return true
+                }
+                return done
+            }
+            fulfilled.forEach { $0.fulfill() }
+            if chunk.isEmpty {
+                ended.fulfill()
+                return
+            }
+        }
+    }
+
+    /// An expectation fulfilled once an output line satisfies `predicate`.
+    func expectLine(_ description: String, where predicate: @escaping (String) -> Bool) -> XCTestExpectation {
+        let expectation = XCTestExpectation(description: description)
+        let already = state.withLock { state -> Bool in
+            if state.lines.contains(where: predicate) { return true }
+            state.waiters.append((predicate, expectation))
+            return false
+        }
+        if already { expectation.fulfill() }
+        return expectation
+    }
+
+    var lines: [String] { state.withLock { $0.lines } }
+    var errorOutput: String { state.withLock { String(decoding: $0.errorText, as: UTF8.self) } }
+
+    /// Sends `signal` (e.g. `SIGKILL`) to the tool.
+    func send(signal: Int32) {
+        _ = kill(process.processIdentifier, signal)
+    }
+}
