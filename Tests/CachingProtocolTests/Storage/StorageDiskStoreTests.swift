@@ -464,18 +464,25 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         assertDirectoryMatchesStatistics(reopened)
     }
 
-    func testRemoveAllBeforeTheOpeningReconcileRemovesOrphansToo() throws {
-        // Given a cache with an orphan file (written just before a crash)
+    /// A cache holding "known" (in the index) and "orphan" (a file the index never heard of, as
+    /// after a crash between rename and journal append), reopened with its worker suspended on
+    /// `gate` so the test acts before the opening reconcile; the test resumes `gate`.
+    private func reopenWithOrphan(workerHeldBy gate: DispatchQueue) throws -> DiskStore {
         do {
             let store = makeStore()
             store.store(Fixtures.record(key: "known"))
             store.flush()
         }
         try EntryCodec.encode(Fixtures.record(key: "orphan")).write(to: URL(fileURLWithPath: entryPath("orphan")))
-        // When everything is removed before the reconcile runs, and one record stored again
-        let gate = DispatchQueue(label: "gate")
         gate.suspend()
-        let store = track(DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate))
+        return track(DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate))
+    }
+
+    func testRemoveAllBeforeTheOpeningReconcileRemovesOrphansToo() throws {
+        // Given a cache with an orphan file (written just before a crash), reopened
+        let gate = DispatchQueue(label: "gate")
+        let store = try reopenWithOrphan(workerHeldBy: gate)
+        // When everything is removed before the reconcile runs, and one record stored again
         store.removeAll()
         store.removeRecord(forKey: "orphan")
         store.store(Fixtures.record(key: "new"))
@@ -489,15 +496,8 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
     }
 
     func testRemovingAnOrphanBeforeTheReconcileDeletesIt() throws {
-        do {
-            let store = makeStore()
-            store.store(Fixtures.record(key: "known"))
-            store.flush()
-        }
-        try EntryCodec.encode(Fixtures.record(key: "orphan")).write(to: URL(fileURLWithPath: entryPath("orphan")))
         let gate = DispatchQueue(label: "gate")
-        gate.suspend()
-        let store = track(DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate))
+        let store = try reopenWithOrphan(workerHeldBy: gate)
         store.removeRecord(forKey: "orphan")
         gate.resume()
         store.flush()
