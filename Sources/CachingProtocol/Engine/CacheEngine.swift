@@ -34,8 +34,15 @@ final class LoadHandle: Sendable {
         }
     }
 
+    /// Records which exchange the load waits on. A load cancelled before it got here leaves the
+    /// exchange at once, so an upstream request nobody waits for is cancelled.
     fileprivate func attach(to exchange: Exchange, subscriber: Int) {
-        state.withLock { $0.membership = (exchange, subscriber) }
+        let cancelledAlready = state.withLock { state -> Bool in
+            guard !state.isFinished else { return true }
+            state.membership = (exchange, subscriber)
+            return false
+        }
+        if cancelledAlready { exchange.leave(subscriber) }
     }
 
     func cancel() {
