@@ -59,7 +59,7 @@ final class DemoClient: Sendable {
             cachingCache = cache
             foundationCache = nil
         }
-        let hasProtocol = (configuration.protocolClasses ?? []).contains { $0 == CachingURLProtocol.self }
+        let hasProtocol = (configuration.protocolClasses ?? []).contains { $0 is CachingURLProtocol.Type }
         if hasProtocol != kind.usesProtocol {
             setupProblem = "\(kind.name): CachingURLProtocol \(hasProtocol ? "present" : "missing") in protocolClasses"
         }

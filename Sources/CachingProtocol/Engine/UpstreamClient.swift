@@ -33,7 +33,7 @@ final class UpstreamClient: Sendable {
 
     init() {
         let configuration = URLSessionConfiguration.default
-        configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { $0 != CachingURLProtocol.self }
+        configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { !($0 is CachingURLProtocol.Type) }
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         #if canImport(FoundationNetworking)

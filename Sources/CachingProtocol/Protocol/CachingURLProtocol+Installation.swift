@@ -50,14 +50,22 @@ extension CachingURLProtocol {
     /// occurrence), so a session created from it caches. Installs `configuration` when one is
     /// given, or the default configuration when nothing is installed yet; otherwise the
     /// installed configuration serves this session too (one configuration per process).
+    ///
+    /// The session configuration's `httpAdditionalHeaders` and `timeoutIntervalForRequest` are
+    /// applied to the session's requests by the protocol (on Linux Foundation would only add
+    /// them after the protocol took the request): inject after setting them. Other session
+    /// settings (cookie storage, proxies, TLS, connection limits) are those of the cache's own
+    /// upstream session.
     public static func inject(into sessionConfiguration: URLSessionConfiguration, using configuration: CachingConfiguration? = nil) {
         if let configuration {
             Installation.install(configuration)
         } else if Installation.current == nil {
             Installation.install(CachingConfiguration())
         }
-        let others = (sessionConfiguration.protocolClasses ?? []).filter { $0 != CachingURLProtocol.self }
-        sessionConfiguration.protocolClasses = [CachingURLProtocol.self] + others
+        let protocolClass: AnyClass = SessionSettings(sessionConfiguration).map(SessionClasses.protocolClass(for:))
+            ?? CachingURLProtocol.self
+        let others = (sessionConfiguration.protocolClasses ?? []).filter { !($0 is CachingURLProtocol.Type) }
+        sessionConfiguration.protocolClasses = [protocolClass] + others
     }
 
     /// The installed configuration, or nil when the protocol is not installed.

@@ -15,8 +15,10 @@ import FoundationNetworking
 /// first drops what is stored for its URL), requests the app made conditional or partial
 /// itself, `Cache-Control: no-store` requests, and schemes other than http and https.
 ///
-/// Foundation creates and drives the instances; apps never do.
-public final class CachingURLProtocol: URLProtocol {
+/// Foundation creates and drives the instances; apps never do. (Sessions configured with
+/// ``inject(into:using:)`` may get a subclass of their own that carries the configuration's
+/// additional headers and timeout; see `SessionSettings`.)
+public class CachingURLProtocol: URLProtocol {
 
     private struct LoadingState {
         /// Set by `stopLoading` and by the delivery of the answer: the client is never called
@@ -28,9 +30,15 @@ public final class CachingURLProtocol: URLProtocol {
 
     // MARK: URLProtocol
 
+    /// `request` with what this class's session configuration adds to it (see `SessionSettings`).
+    class func sessionRequest(_ request: URLRequest) -> URLRequest {
+        SessionClasses.settings(of: self)?.apply(to: request) ?? request
+    }
+
     public override class func canInit(with request: URLRequest) -> Bool {
         if Registration.isProbe(request) { return true }
         guard let engine = Installation.current else { return false }
+        let request = sessionRequest(request)
         switch RequestDisposition(request) {
         case .cacheable:
             return true
@@ -71,6 +79,7 @@ public final class CachingURLProtocol: URLProtocol {
         }
         #endif
         // `canInit` accepted the request, so it is a cacheable GET.
+        let request = Self.sessionRequest(self.request)
         guard let engine = Installation.current, let key = CacheKey.make(for: request) else {
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
             return deliver(.failure(URLError(.cancelled, userInfo: [NSUnderlyingErrorKey: reason,

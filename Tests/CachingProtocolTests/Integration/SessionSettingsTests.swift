@@ -1,0 +1,88 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// A session configuration's `httpAdditionalHeaders` and `timeoutIntervalForRequest` reach the
+/// origin through the cache (on Linux, Foundation adds them only in its own HTTP protocol, which
+/// a request taken by a URLProtocol never reaches).
+final class SessionSettingsTests: CachingTestCase {
+    private func session(headers: [String: String], timeout: TimeInterval = 60) -> URLSession {
+        let configuration = URLSessionConfiguration.default
+        configuration.httpAdditionalHeaders = headers
+        configuration.timeoutIntervalForRequest = timeout
+        CachingURLProtocol.inject(into: configuration)
+        return URLSession(configuration: configuration)
+    }
+
+    func testAdditionalHeadersReachTheOriginAndCountAsCredentials() async throws {
+        origin.handle("/me") { request in
+            .text("hello \(request.header("Authorization") ?? "nobody")", headers: [HTTPField("Cache-Control", "max-age=600")])
+        }
+        let alice = session(headers: ["Authorization": "Bearer alice", "X-Client": "demo"])
+        let (data, _) = try await alice.data(from: origin.url("/me"))
+        XCTAssertEqual(String(decoding: data, as: UTF8.self), "hello Bearer alice")
+        let received = try XCTUnwrap(origin.requests(to: "/me").first)
+        XCTAssertEqual(received.header("Authorization"), "Bearer alice")
+        XCTAssertEqual(received.header("X-Client"), "demo")
+
+        _ = try await alice.data(from: origin.url("/me"))
+        XCTAssertEqual(originMethods("/me"), ["GET", "GET"], "an authorised response without public is not stored")
+        let (anonymous, _) = try await get("/me")
+        XCTAssertEqual(String(decoding: anonymous, as: UTF8.self), "hello nobody", "nothing of Alice's reaches another session")
+    }
+
+    func testPublicResponsesAreKeptPerCredential() async throws {
+        origin.handle("/public") { request in
+            .text("for \(request.header("Authorization") ?? "-")", headers: [HTTPField("Cache-Control", "public, max-age=600")])
+        }
+        let alice = session(headers: ["Authorization": "Bearer alice"])
+        let bob = session(headers: ["Authorization": "Bearer bob"])
+        for _ in 0..<2 {
+            let (forAlice, _) = try await alice.data(from: origin.url("/public"))
+            let (forBob, _) = try await bob.data(from: origin.url("/public"))
+            XCTAssertEqual(String(decoding: forAlice, as: UTF8.self), "for Bearer alice")
+            XCTAssertEqual(String(decoding: forBob, as: UTF8.self), "for Bearer bob")
+        }
+        XCTAssertEqual(originMethods("/public"), ["GET", "GET"], "one fetch per credential, then hits")
+    }
+
+    func testTheRequestsOwnHeaderWins() async throws {
+        origin.handle("/which") { request in .text(request.header("X-Client") ?? "-") }
+        var request = URLRequest(url: origin.url("/which"))
+        request.setValue("request", forHTTPHeaderField: "X-Client")
+        let (data, _) = try await session(headers: ["X-Client": "session"]).data(for: request)
+        XCTAssertEqual(String(decoding: data, as: UTF8.self), "request")
+    }
+
+    func testTheSessionTimeoutApplies() async throws {
+        origin.handle("/slow") { _ in OriginResponse(body: Data("late".utf8), fault: .stall(5)) }
+        let started = Date()
+        do {
+            _ = try await session(headers: [:], timeout: 1).data(from: origin.url("/slow"))
+            XCTFail("expected a timeout")
+        } catch let error as URLError {
+            XCTAssertEqual(error.code, .timedOut)
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 4, "the session's 1 s, not the origin's 5 s stall")
+    }
+
+    func testEqualSettingsShareAClassAndPlainConfigurationsUseTheBaseClass() {
+        func injectedClass(_ headers: [String: String]?) -> AnyClass? {
+            let configuration = URLSessionConfiguration.default
+            configuration.httpAdditionalHeaders = headers
+            CachingURLProtocol.inject(into: configuration)
+            CachingURLProtocol.inject(into: configuration)   // twice: still one entry, first
+            XCTAssertEqual(configuration.protocolClasses?.filter { $0 is CachingURLProtocol.Type }.count, 1)
+            return configuration.protocolClasses?.first
+        }
+        XCTAssertTrue(injectedClass(nil) == CachingURLProtocol.self)
+        let first = injectedClass(["X-A": "1"])
+        XCTAssertTrue(first != CachingURLProtocol.self)
+        XCTAssertTrue(injectedClass(["X-A": "1"]) == first)
+        XCTAssertTrue(injectedClass(["X-A": "2"]) != first)
+    }
+}
