@@ -18,7 +18,9 @@ public struct CachedThenFreshResponse: @unchecked Sendable {
 
     /// The response, with the status and headers the origin sent (and `Cache-Status`).
     public let response: HTTPURLResponse
+    /// The whole body.
     public let data: Data
+    /// Whether this answer is the stored one or the origin's.
     public let source: Source
 }
 

@@ -27,6 +27,7 @@ public struct CacheEvent: Sendable {
 
     /// The cache key, e.g. `GET https://example.com/feed?page=2`.
     public var key: String
+    /// Where the answer came from.
     public var outcome: Outcome
     /// The status the origin sent for this request, if it was contacted (304 for a successful
     /// revalidation).
@@ -70,5 +71,6 @@ public struct CacheStatistics: Sendable, Equatable {
     /// 16 KB (smaller ones measure latency, not bandwidth); nil until one was seen.
     public var estimatedBandwidth: Double?
 
+    /// All counters at zero and no bandwidth estimate.
     public init() {}
 }

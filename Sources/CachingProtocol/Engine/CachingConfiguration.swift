@@ -46,6 +46,7 @@ public struct CachingConfiguration: Sendable {
     /// Where warnings go (for example "registered too late"). Default: standard error.
     public var log: @Sendable (String) -> Void
 
+    /// A configuration; every argument has the default documented on its property.
     public init(
         cache: CachingURLCache = .standard,
         policy: CachingPolicy = .heuristic(),

@@ -55,6 +55,8 @@ public struct CachingPolicy: Sendable, Equatable {
         case fractionOfAge(Double, cap: TimeInterval)
     }
 
+    /// A policy with every number given; most apps start from ``heuristic(etagWindow:lastModifiedWindow:noCacheReuse:imageLifetime:maximumStaleness:)``
+    /// or ``rfc9111`` and change a property instead.
     public init(
         etagWindow: TimeInterval?,
         lastModifiedFreshness: LastModifiedFreshness,

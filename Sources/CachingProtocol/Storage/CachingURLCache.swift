@@ -120,7 +120,9 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     /// Usage and hit counts of both tiers, and what went wrong on disk.
     public struct Statistics: Sendable, Equatable {
+        /// The memory tier: records, bytes charged, capacity, hits and misses.
         public var memory: StoreStatistics
+        /// The disk tier: records, the real size of its files, capacity, hits and misses.
         public var disk: StoreStatistics
         /// Why the disk tier cannot write, or nil while it can: ``CachingError/Code/diskUnavailable``
         /// when the directory cannot be created or written (read-only file system, permissions,

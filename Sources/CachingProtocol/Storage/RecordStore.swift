@@ -44,6 +44,7 @@ public struct StoreStatistics: Sendable, Equatable {
     /// Lookups that found none.
     public var misses: Int
 
+    /// Statistics with the given values (all zero by default).
     public init(entryCount: Int = 0, byteCount: Int = 0, capacity: Int = 0, hits: Int = 0, misses: Int = 0) {
         self.entryCount = entryCount
         self.byteCount = byteCount

@@ -10,6 +10,7 @@ public struct CachingError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private let name: String
         private init(_ name: String) { self.name = name }
+        /// The code's name, e.g. `diskUnavailable`.
         public var description: String { name }
 
         /// The cache directory cannot be created or written; the disk tier is off, memory still works.
@@ -31,6 +32,7 @@ public struct CachingError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notInstalled = Code("notInstalled")
     }
 
+    /// What went wrong.
     public let code: Code
     /// Context: the path, URL or reason.
     public let detail: String
@@ -40,5 +42,6 @@ public struct CachingError: Error, Sendable, Hashable, CustomStringConvertible {
         self.detail = detail
     }
 
+    /// `CachingError.<code>: <detail>`.
     public var description: String { "CachingError.\(code): \(detail)" }
 }
