@@ -80,10 +80,7 @@ final class RawConnection {
         #endif
         fd = socket(AF_INET, type, 0)
         guard fd >= 0 else { throw RawClientError(description: "socket: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var address = POSIXSocket.loopbackAddress(port: UInt16(port))
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))

@@ -82,8 +82,6 @@ final class CacheEngine: Sendable {
     /// other requests.
     static let inlineDiskReadLimit = 64 << 10
 
-    /// Most variants kept per URL when the origin sends `Vary`.
-    static let maximumVariants = 8
 
     init(configuration: CachingConfiguration) {
         self.configuration = configuration
@@ -353,20 +351,8 @@ final class CacheEngine: Sendable {
             credentialFingerprint: request.credentialFingerprint,
             userInfo: nil
         )
-        storeVariant(entry, key: request.key)
+        cache.storeVariant(entry, key: request.key)
         return entry
-    }
-
-    /// Puts `entry` first among the variants of `key`, replacing the variant with the same
-    /// `Vary` values and credentials.
-    func storeVariant(_ entry: CacheEntry, key: String) {
-        var record = cache.record(forKey: key, counting: false) ?? CacheRecord(key: key, variants: [])
-        record.variants.removeAll { $0.varyFields == entry.varyFields && $0.credentialFingerprint == entry.credentialFingerprint }
-        record.variants.insert(entry, at: 0)
-        if record.variants.count > Self.maximumVariants {
-            record.variants.removeLast(record.variants.count - Self.maximumVariants)
-        }
-        cache.store(record)
     }
 
     private func removeVariant(matching request: CacheRequest) {
@@ -399,7 +385,7 @@ final class CacheEngine: Sendable {
         case .store(let lifetime, let initialAge):
             updated.freshnessLifetime = lifetime
             updated.initialAge = initialAge
-            storeVariant(updated, key: request.key)
+            cache.storeVariant(updated, key: request.key)
         case .doNotStore:
             updated.freshnessLifetime = 0
             updated.initialAge = CachingPolicy.correctedInitialAge(

@@ -226,6 +226,21 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         }
     }
 
+    /// Most variants kept per URL when the origin sends `Vary`.
+    static let maximumVariants = 8
+
+    /// Puts `entry` first among the variants stored under `key`, replacing the variant with the
+    /// same `Vary` values and credentials and dropping the oldest beyond ``maximumVariants``.
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool = false) {
+        var record = record(forKey: key, counting: false) ?? CacheRecord(key: key, variants: [])
+        record.variants.removeAll { $0.varyFields == entry.varyFields && $0.credentialFingerprint == entry.credentialFingerprint }
+        record.variants.insert(entry, at: 0)
+        if record.variants.count > Self.maximumVariants {
+            record.variants.removeLast(record.variants.count - Self.maximumVariants)
+        }
+        store(record, memoryOnly: memoryOnly)
+    }
+
     func removeRecord(forKey key: String) {
         memory.removeRecord(forKey: key)
         disk.removeRecord(forKey: key)
@@ -244,11 +259,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         guard cachedResponse.storagePolicy != .notAllowed, let key = Self.key(for: request) else { return }
         let (policy, clock) = settings.withLock { ($0.policy, $0.clock) }
         let entry = Self.entry(from: cachedResponse, request: CacheRequest(request, key: key), policy: policy, now: clock())
-        var record = record(forKey: key, counting: false) ?? CacheRecord(key: key, variants: [])
-        record.variants.removeAll { $0.varyFields == entry.varyFields && $0.credentialFingerprint == entry.credentialFingerprint }
-        record.variants.insert(entry, at: 0)
-        record.variants = Array(record.variants.prefix(CacheEngine.maximumVariants))
-        store(record, memoryOnly: cachedResponse.storagePolicy == .allowedInMemoryOnly)
+        storeVariant(entry, key: key, memoryOnly: cachedResponse.storagePolicy == .allowedInMemoryOnly)
     }
 
     /// Like ``purge(url:)``: returns once the entry's file is gone.

@@ -80,7 +80,7 @@ final class SessionSettingsTests: CachingTestCase {
             return configuration.protocolClasses?.first
         }
         XCTAssertTrue(injectedClass(nil) == CachingURLProtocol.self)
-        let first = injectedClass(["X-A": "1"])
+        let first: AnyClass? = injectedClass(["X-A": "1"])
         XCTAssertTrue(first != CachingURLProtocol.self)
         XCTAssertTrue(injectedClass(["X-A": "1"]) == first)
         XCTAssertTrue(injectedClass(["X-A": "2"]) != first)
