@@ -77,7 +77,7 @@ final class BenchmarkSuite {
     @discardableResult
     private func roundTrip(_ session: URLSession, _ url: URL) -> Data? {
         let done = DispatchSemaphore(value: 0)
-        let received = LockedBox<Data?>(nil)
+        let received = Locked<Data?>(nil)
         session.dataTask(with: url) { data, _, _ in
             received.withLock { $0 = data }
             done.signal()
@@ -88,7 +88,7 @@ final class BenchmarkSuite {
 
     /// Runs `total` requests over `urls` with `concurrency` requests in flight; returns seconds.
     private func hammer(_ session: URLSession, urls: [URL], concurrency: Int, total: Int) -> Double {
-        let issued = LockedBox(0)
+        let issued = Locked(0)
         let group = DispatchGroup()
         let start = DispatchTime.now().uptimeNanoseconds
         @Sendable func next() {

@@ -1,4 +1,5 @@
 import Foundation
+import CachingProtocol
 
 /// Progress on standard error for work that runs longer than a second: silent until then, so a
 /// fast run prints nothing extra; after that, the current stage (and on a terminal, the current

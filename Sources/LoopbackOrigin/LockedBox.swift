@@ -1,8 +1,8 @@
 import Foundation
 
-/// A value guarded by an `NSLock`: the one mechanism for shared mutable state in the support
-/// targets (the origin, the Demo, the benchmarks). The library has its own, internal `Locked`;
-/// it cannot depend on test support.
+/// A value guarded by an `NSLock`, for the origin only: `LoopbackOrigin` deliberately does not
+/// depend on the library (it is the independent server the library is tested against), so it
+/// cannot use the library's `Locked`.
 ///
 /// In the origin, the lock is never held across a socket read or write, nor across a call into
 /// a request handler, so a slow client or a stalling handler cannot block another connection.

@@ -8,14 +8,15 @@ import Musl
 
 /// The package's one lock helper: a value guarded by a mutex.
 ///
-/// Every piece of shared mutable state in the library lives inside a `Locked`. The lock is never
+/// Every piece of shared mutable state in the library lives inside a `Locked`; it has `package`
+/// access so the Demo, the benchmarks and the test tool use the same helper. The lock is never
 /// held across I/O or across a call into code the library does not own, except where a comment at
 /// the call site says why.
 ///
 /// It is built on the platform's own primitive (`os_unfair_lock` on Apple platforms, a
 /// `pthread_mutex_t` elsewhere) rather than `NSLock`: a `Locked` is created for every request a
 /// `URLProtocol` serves, and `NSLock` costs an extra object and a dynamic call per operation.
-final class Locked<State>: @unchecked Sendable {
+package final class Locked<State>: @unchecked Sendable {
     // @unchecked: `state` is only read or written inside `withLock`, while `mutex` is held.
     #if canImport(Darwin)
     private let mutex: UnsafeMutablePointer<os_unfair_lock>
@@ -24,7 +25,7 @@ final class Locked<State>: @unchecked Sendable {
     #endif
     private var state: State
 
-    init(_ state: State) {
+    package init(_ state: State) {
         self.state = state
         mutex = .allocate(capacity: 1)
         #if canImport(Darwin)
@@ -45,7 +46,7 @@ final class Locked<State>: @unchecked Sendable {
 
     /// Runs `body` with exclusive access to the state and returns its result.
     @inline(__always)
-    func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+    package func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
         #if canImport(Darwin)
         os_unfair_lock_lock(mutex)
         defer { os_unfair_lock_unlock(mutex) }
