@@ -8,7 +8,7 @@
 // In an ordinary build it is a replay tool: `Fuzz <file or directory>...` runs every input
 // through its target (the group is the name of the directory holding the file), which is how
 // the test suite replays the committed corpus; `Fuzz seeds <directory>` writes the seed corpus.
-@_spi(Fuzzing) import CachingProtocol
+import CachingProtocol
 import Foundation
 
 /// Runs one input of `group`.

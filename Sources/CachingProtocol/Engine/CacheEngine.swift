@@ -376,7 +376,7 @@ final class CacheEngine: Sendable {
             headers.set(field.name, field.value)
         }
         var updated = entry
-        updated.builtResponse = BuiltResponseSlot()
+        updated.memo = EntryMemo()
         updated.headers = headers
         updated.requestDate = upstream.requestDate
         updated.responseDate = upstream.responseDate
@@ -452,7 +452,7 @@ final class CacheEngine: Sendable {
     /// is the same: a fresh hit's is always `hit`, so an entry builds it once.
     func storedAnswer(_ entry: CacheEntry, status: CacheStatus) -> Answer {
         let status = configuration.addsCacheStatus ? status : nil
-        if let built = entry.builtResponse.value.withLock({ $0 }), built.describes(entry, cacheStatus: status) {
+        if let built = entry.memo.answer.withLock({ $0 }) as? BuiltResponse, built.describes(entry, cacheStatus: status) {
             return .response(built.response, entry.body)
         }
         var headers = entry.headers
@@ -463,7 +463,7 @@ final class CacheEngine: Sendable {
         let response = HTTPURLResponse(url: url, statusCode: entry.statusCode, httpVersion: "HTTP/1.1",
                                        headerFields: headers.dictionary)!
         let built = BuiltResponse(entry: entry, cacheStatus: status, response: response)
-        entry.builtResponse.value.withLock { $0 = built }
+        entry.memo.answer.withLock { $0 = built }
         return .response(response, entry.body)
     }
 

@@ -4,19 +4,19 @@
 /// not a valid delta-seconds (`max-age=-1`, `max-age=abc`, two different `max-age` values) sets
 /// `hasInvalidFreshness`, which the policy treats as "stale at once" as RFC 9111 §4.2.1
 /// recommends. Values above 2^31 are clamped to 2^31 (RFC 9111 §1.2.2).
-struct CacheControl: Sendable, Equatable {
+package struct CacheControl: Sendable, Equatable {
     /// How much staleness a request accepts (`max-stale` with or without a value).
-    enum MaxStale: Sendable, Equatable {
+    package enum MaxStale: Sendable, Equatable {
         case any
         case seconds(Int)
     }
 
-    var maxAge: Int?
-    var sharedMaxAge: Int?
-    var maxStale: MaxStale?
-    var minFresh: Int?
-    var staleWhileRevalidate: Int?
-    var staleIfError: Int?
+    package var maxAge: Int?
+    package var sharedMaxAge: Int?
+    package var maxStale: MaxStale?
+    package var minFresh: Int?
+    package var staleWhileRevalidate: Int?
+    package var staleIfError: Int?
     var noCache = false
     var noStore = false
     var noTransform = false
@@ -28,15 +28,15 @@ struct CacheControl: Sendable, Equatable {
     var mustUnderstand = false
     var immutable = false
     /// A freshness directive was present but unusable; the response is to be treated as stale.
-    var hasInvalidFreshness = false
+    package var hasInvalidFreshness = false
 
     /// The largest delta-seconds value a cache must handle (RFC 9111 §1.2.2).
-    static let maximumDeltaSeconds = 2_147_483_648
+    package static let maximumDeltaSeconds = 2_147_483_648
 
     init() {}
 
     /// Parses a field value; nil or empty gives no directives.
-    init(_ value: String?) {
+    package init(_ value: String?) {
         guard let value, !value.isEmpty else { return }
         for (name, argument) in Self.directives(in: value) {
             apply(name: name, argument: argument)
@@ -91,7 +91,7 @@ struct CacheControl: Sendable, Equatable {
     }
 
     /// `1*DIGIT`, clamped to 2^31; nil for anything else (signs, decimals, empty, spaces).
-    static func deltaSeconds(_ text: Substring) -> Int? {
+    package static func deltaSeconds(_ text: Substring) -> Int? {
         guard !text.isEmpty else { return nil }
         var value = 0
         for byte in text.utf8 {
@@ -105,7 +105,7 @@ struct CacheControl: Sendable, Equatable {
 
     /// Splits a list of directives at commas outside quoted strings; names and unquoted values
     /// are trimmed; quoted values are unescaped.
-    static func directives(in value: String) -> [(name: Substring, argument: Substring?)] {
+    package static func directives(in value: String) -> [(name: Substring, argument: Substring?)] {
         var result: [(Substring, Substring?)] = []
         var index = value.startIndex
         let end = value.endIndex

@@ -6,14 +6,14 @@ import Foundation
 /// Accepts the three historical forms — IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), RFC 850
 /// (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime (`Sun Nov  6 08:49:37 1994`) — and returns
 /// nil for anything else, including out-of-range fields and control characters.
-enum HTTPDate {
+package enum HTTPDate {
     private static let months: [String] = ["jan", "feb", "mar", "apr", "may", "jun",
                                            "jul", "aug", "sep", "oct", "nov", "dec"]
     private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
     private static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
-    static func parse(_ text: String) -> Date? {
+    package static func parse(_ text: String) -> Date? {
         guard text.utf8.count <= 64 else { return nil }
         // Tokens separated by spaces, commas, dashes and colons; the weekday is ignored.
         var tokens: [Substring] = []
@@ -63,7 +63,7 @@ enum HTTPDate {
     }
 
     /// IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
-    static func format(_ date: Date) -> String {
+    package static func format(_ date: Date) -> String {
         let total = Int(date.timeIntervalSince1970.rounded(.down))
         let days = total >= 0 ? total / 86_400 : (total - 86_399) / 86_400
         let secondsOfDay = total - days * 86_400

@@ -4,15 +4,20 @@ import Foundation
 ///
 /// Foundation hands headers around as `[AnyHashable: Any]` dictionaries; this type keeps them as
 /// name/value pairs, which is what the entry format stores and what 304 merging needs.
-struct HTTPHeaders: Sendable, Equatable {
-    struct Field: Sendable, Equatable {
-        var name: String
-        var value: String
+package struct HTTPHeaders: Sendable, Equatable {
+    package struct Field: Sendable, Equatable {
+        package var name: String
+        package var value: String
+
+        package init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
     }
 
-    private(set) var fields: [Field]
+    package private(set) var fields: [Field]
 
-    init(_ fields: [Field] = []) {
+    package init(_ fields: [Field] = []) {
         self.fields = fields
     }
 
@@ -37,7 +42,7 @@ struct HTTPHeaders: Sendable, Equatable {
 
     /// The value of the field called `name`; repeated fields are joined with ", " as RFC 9110
     /// §5.3 allows for list-valued fields.
-    subscript(name: String) -> String? {
+    package subscript(name: String) -> String? {
         var result: String?
         for field in fields where field.name.isEqualIgnoringASCIICase(name) {
             if let existing = result {
@@ -49,13 +54,13 @@ struct HTTPHeaders: Sendable, Equatable {
         return result
     }
 
-    func contains(_ name: String) -> Bool {
+    package func contains(_ name: String) -> Bool {
         fields.contains { $0.name.isEqualIgnoringASCIICase(name) }
     }
 
     /// Replaces every field called `name` with one field at the position of the first, or removes
     /// them all when `value` is nil.
-    mutating func set(_ name: String, _ value: String?) {
+    package mutating func set(_ name: String, _ value: String?) {
         let position = fields.firstIndex { $0.name.isEqualIgnoringASCIICase(name) } ?? fields.count
         fields.removeAll { $0.name.isEqualIgnoringASCIICase(name) }
         guard let value else { return }
@@ -63,7 +68,7 @@ struct HTTPHeaders: Sendable, Equatable {
         fields.insert(Field(name: name, value: value), at: min(position, fields.count))
     }
 
-    mutating func remove(_ name: String) {
+    package mutating func remove(_ name: String) {
         set(name, nil)
     }
 
@@ -91,7 +96,7 @@ extension String {
     /// ASCII case-insensitive equality: HTTP field names, methods and schemes are ASCII tokens,
     /// so this avoids the Unicode case mapping `lowercased()` does (and its allocation). Equal
     /// strings, the common case, are decided by one comparison.
-    func isEqualIgnoringASCIICase(_ other: String) -> Bool {
+    package func isEqualIgnoringASCIICase(_ other: String) -> Bool {
         if self == other { return true }
         guard utf8.count == other.utf8.count else { return false }
         var lhs = self, rhs = other

@@ -7,7 +7,7 @@ import FoundationNetworking
 ///
 /// `URLRequest.value(forHTTPHeaderField:)` compares names with a Unicode case-insensitive
 /// comparison per call; a hit needs eight of these answers, so they are gathered at once here.
-struct RequestHeaderFacts: Sendable {
+package struct RequestHeaderFacts: Sendable {
     var cacheControl: String?
     var pragma: String?
     var authorization: String?
@@ -43,7 +43,7 @@ struct RequestHeaderFacts: Sendable {
 }
 
 /// A GET request the cache may answer, with what the policy needs from it parsed once.
-struct CacheRequest: @unchecked Sendable {
+package struct CacheRequest: @unchecked Sendable {
     // @unchecked: URLRequest is a value type but not declared Sendable on every platform; this
     // copy is never mutated after init.
 
@@ -65,12 +65,12 @@ struct CacheRequest: @unchecked Sendable {
     }
 
     let urlRequest: URLRequest
-    let key: String
+    package let key: String
     let directives: CacheControl
     let mode: Mode
-    let credentialFingerprint: UInt64?
+    package let credentialFingerprint: UInt64?
 
-    init(_ request: URLRequest, key: String, facts: RequestHeaderFacts? = nil) {
+    package init(_ request: URLRequest, key: String, facts: RequestHeaderFacts? = nil) {
         let facts = facts ?? RequestHeaderFacts(request)
         urlRequest = request
         self.key = key
@@ -104,7 +104,7 @@ struct CacheRequest: @unchecked Sendable {
 }
 
 /// How the cache treats a request before looking anything up.
-enum RequestDisposition: Equatable {
+package enum RequestDisposition: Equatable {
     /// Not the cache's business: Foundation loads it untouched (the protocol declines it).
     case passThrough
     /// An unsafe method: what is stored for its URL is dropped, then Foundation loads the
@@ -113,7 +113,7 @@ enum RequestDisposition: Equatable {
     /// A GET the cache answers.
     case cacheable
 
-    init(_ request: URLRequest, facts: RequestHeaderFacts? = nil) {
+    package init(_ request: URLRequest, facts: RequestHeaderFacts? = nil) {
         guard let url = request.url, let scheme = url.scheme, scheme.isEqualIgnoringASCIICase("http") || scheme.isEqualIgnoringASCIICase("https") else {
             self = .passThrough
             return
@@ -140,13 +140,13 @@ enum RequestDisposition: Equatable {
 
 /// Cache keys: the method and the full URL, query included, fragment removed, scheme and host
 /// lowercased. Never host and path alone (that served `?page=2` for `?page=1` in an older cache).
-enum CacheKey {
+package enum CacheKey {
     /// The GET key of `request`'s URL, or nil without a URL.
     static func make(for request: URLRequest) -> String? {
         request.url.map { make(method: "GET", url: $0) }
     }
 
-    static func make(method: String, url: URL) -> String {
+    package static func make(method: String, url: URL) -> String {
         var text = url.absoluteString
         // One pass over the bytes: where the fragment starts, where the authority ends, and
         // whether the scheme or authority has capitals (paths and queries are case-sensitive).

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The validators sent when revalidating a stored response.
-struct RevalidationConditions: Sendable, Equatable {
+package struct RevalidationConditions: Sendable, Equatable {
     var ifNoneMatch: String?
     var ifModifiedSince: String?
 
@@ -14,7 +14,7 @@ struct RevalidationConditions: Sendable, Equatable {
 }
 
 /// What to do with a cacheable request, given what is stored: the output of the decision core.
-enum CacheDecision: Sendable, Equatable {
+package enum CacheDecision: Sendable, Equatable {
     /// Answer with the stored response; no network. `isStale` is true when the request accepted
     /// a stale answer (`max-stale`, `.returnCacheDataElseLoad`, offline mode).
     case useStored(CacheEntry, isStale: Bool)
@@ -31,7 +31,7 @@ enum CacheDecision: Sendable, Equatable {
 }
 
 /// Whether and how long a response is stored: the output of the storage half of the core.
-enum StorageDecision: Sendable, Equatable {
+package enum StorageDecision: Sendable, Equatable {
     case store(freshnessLifetime: TimeInterval, initialAge: TimeInterval)
     case doNotStore(reason: String)
 }
@@ -41,7 +41,7 @@ extension CachingPolicy {
 
     /// Decides how `request` is answered given the variant that matched it (if any) at `now`.
     /// `offline` is the installation-wide offline switch: any stored response is acceptable.
-    func decision(for request: CacheRequest, stored: CacheEntry?, now: Date, offline: Bool = false) -> CacheDecision {
+    package func decision(for request: CacheRequest, stored: CacheEntry?, now: Date, offline: Bool = false) -> CacheDecision {
         guard let entry = stored else {
             return offline || request.mode == .onlyCache || request.directives.onlyIfCached ? .unavailable : .fetch(fallback: nil)
         }
@@ -93,7 +93,7 @@ extension CachingPolicy {
 
     /// Whether `entry` may be served, stale, because the origin failed (no connection, timeout,
     /// 5xx) at `now`. RFC 9111 §4.2.4: never for `no-cache` or `must-revalidate` responses.
-    func mayServeAfterError(_ entry: CacheEntry, request: CacheRequest, now: Date) -> Bool {
+    package func mayServeAfterError(_ entry: CacheEntry, request: CacheRequest, now: Date) -> Bool {
         let stored = storedDirectives(entry)
         guard mayServeStale(stored), !request.directives.noCache || request.mode == .preferCache else { return false }
         let staleness = -entry.timeToLive(at: now)
@@ -118,7 +118,7 @@ extension CachingPolicy {
     /// Decides whether a response to `request` is stored, and its freshness lifetime and
     /// corrected initial age (RFC 9111 §4.2), from its status and headers and the times the
     /// request was sent and the response received.
-    func storageDecision(
+    package func storageDecision(
         for request: CacheRequest,
         status: Int,
         headers: HTTPHeaders,
@@ -228,7 +228,7 @@ extension CachingPolicy {
 
     /// The stored variant that may answer `request`: same credentials, and every header the
     /// response's `Vary` named has the same value (RFC 9111 §4.1). Newest first.
-    static func matchingVariant(in record: CacheRecord?, for request: CacheRequest) -> CacheEntry? {
+    package static func matchingVariant(in record: CacheRecord?, for request: CacheRequest) -> CacheEntry? {
         guard let record else { return nil }
         return record.variants.first { entry in
             entry.credentialFingerprint == request.credentialFingerprint
@@ -239,7 +239,7 @@ extension CachingPolicy {
     }
 
     /// The request header values the response's `Vary` names, as an entry stores them.
-    static func varyFields(for headers: HTTPHeaders, request: CacheRequest) -> [CacheEntry.VaryField] {
+    package static func varyFields(for headers: HTTPHeaders, request: CacheRequest) -> [CacheEntry.VaryField] {
         guard let vary = headers["Vary"] else { return [] }
         return vary.split(separator: ",").compactMap { name in
             let name = name.trimmingCharacters(in: .whitespaces).lowercased()

@@ -310,10 +310,10 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     }
 
     /// The entry as a `CachedURLResponse`, built once per entry and then reused.
-    static func cachedURLResponse(from entry: CacheEntry) -> CachedURLResponse? {
-        if let built = entry.builtResponse.cachedURLResponse.withLock({ $0 }) { return built }
+    package static func cachedURLResponse(from entry: CacheEntry) -> CachedURLResponse? {
+        if let built = entry.memo.cachedURLResponse.withLock({ $0 }) { return built }
         let built = buildCachedURLResponse(from: entry)
-        entry.builtResponse.cachedURLResponse.withLock { $0 = built }
+        entry.memo.cachedURLResponse.withLock { $0 = built }
         return built
     }
 

@@ -6,11 +6,11 @@ import Foundation
 /// It is persisted as a binary snapshot (`index`) plus an append-only journal (`journal`) of the
 /// changes since; opening a cache reads the two and never lists or reads entry files. Both formats
 /// are defined here so they can be tested without a disk.
-struct DiskIndex: Sendable {
+package struct DiskIndex: Sendable {
     /// One entry file as the index knows it.
-    struct Entry: Sendable, Equatable {
+    package struct Entry: Sendable, Equatable {
         /// The real size of the file in bytes, charged against the capacity.
-        var fileSize: Int
+        package var fileSize: Int
         /// `CacheRecord.latestResponseDate` of the stored record, for `removeRecords(storedSince:)`.
         var latestResponseDate: Date
         /// The last time the record was stored or read: the LRU order.
@@ -19,23 +19,30 @@ struct DiskIndex: Sendable {
         /// found a file missing or corrupt drop the index entry only if no newer write replaced it.
         var generation: UInt64 = 0
 
-        static func == (lhs: Entry, rhs: Entry) -> Bool {
+        package init(fileSize: Int, latestResponseDate: Date, lastAccess: Date, generation: UInt64 = 0) {
+            self.fileSize = fileSize
+            self.latestResponseDate = latestResponseDate
+            self.lastAccess = lastAccess
+            self.generation = generation
+        }
+
+        package static func == (lhs: Entry, rhs: Entry) -> Bool {
             lhs.fileSize == rhs.fileSize && lhs.latestResponseDate == rhs.latestResponseDate
                 && lhs.lastAccess == rhs.lastAccess
         }
     }
 
-    private(set) var entries = LRUList<EntryDigest, Entry>()
+    package private(set) var entries = LRUList<EntryDigest, Entry>()
     private var lastGeneration: UInt64 = 0
 
-    init() {}
+    package init() {}
 
-    var count: Int { entries.count }
+    package var count: Int { entries.count }
     var isEmpty: Bool { entries.isEmpty }
     /// The sum of the entry files' sizes.
-    var byteCount: Int { entries.totalCost }
+    package var byteCount: Int { entries.totalCost }
 
-    func entry(for digest: EntryDigest) -> Entry? {
+    package func entry(for digest: EntryDigest) -> Entry? {
         entries.peek(digest)
     }
 
@@ -46,7 +53,7 @@ struct DiskIndex: Sendable {
     /// Records a file just written for `digest`; it becomes the most recently used. Returns the
     /// generation given to it.
     @discardableResult
-    mutating func put(_ digest: EntryDigest, _ entry: Entry) -> UInt64 {
+    package mutating func put(_ digest: EntryDigest, _ entry: Entry) -> UInt64 {
         lastGeneration &+= 1
         var entry = entry
         entry.generation = lastGeneration
@@ -135,7 +142,7 @@ extension DiskIndex {
     /// (digest.high u64 · digest.low u64 · fileSize u64 · latestResponseDate f64 · lastAccess f64)*
     /// checksum u64
     /// ```
-    func snapshotData() -> Data {
+    package func snapshotData() -> Data {
         let size = Self.snapshotSize(count: entries.count)
         var data = Data(count: size)
         data.withUnsafeMutableBytes { buffer in
@@ -162,7 +169,7 @@ extension DiskIndex {
     /// files). The journal is read as far as it is intact: damaged records (a torn tail after a
     /// crash, garbage) are skipped and counted in `damagedJournalBytes`. Entries end up ordered by
     /// last access, ties broken by the order in which the snapshot and journal list them.
-    static func load(snapshot: Data, journal: Data) throws -> (index: DiskIndex, damagedJournalBytes: Int) {
+    package static func load(snapshot: Data, journal: Data) throws -> (index: DiskIndex, damagedJournalBytes: Int) {
         var table: [EntryDigest: (entry: Entry, order: Int)] = [:]
         try snapshot.withUnsafeBytes { buffer in
             var reader = ByteReader(buffer)
@@ -230,7 +237,7 @@ extension DiskIndex {
 
     /// The largest entry file size the index accepts (1 TiB): anything larger is damage, and
     /// would overflow the byte count the capacity is checked against.
-    static let maximumFileSize = 1 << 40
+    package static let maximumFileSize = 1 << 40
 
     private static func readEntryFields(_ reader: inout ByteReader) throws -> Entry {
         guard let fileSize = Int(exactly: try reader.readInteger(UInt64.self)), fileSize <= maximumFileSize else {
@@ -258,7 +265,7 @@ extension DiskIndex {
     /// touch  (3): digest.high u64 · digest.low u64 · lastAccess f64
     /// clear  (4): nothing
     /// ```
-    enum JournalRecord: Equatable, Sendable {
+    package enum JournalRecord: Equatable, Sendable {
         case put(EntryDigest, Entry)
         case remove(EntryDigest)
         case touch(EntryDigest, Date)
@@ -284,7 +291,7 @@ extension DiskIndex {
         }
 
         /// The bytes this record takes in the journal.
-        var encodedSize: Int {
+        package var encodedSize: Int {
             journalRecordOverhead + (Self.payloadSize(ofType: type) ?? 0)
         }
     }
@@ -295,7 +302,7 @@ extension DiskIndex {
     static let journalRecordOverhead = 4 + 1 + 8
 
     /// The bytes of `records`, to be appended with one `write`.
-    static func encodeJournal(_ records: [JournalRecord]) -> Data {
+    package static func encodeJournal(_ records: [JournalRecord]) -> Data {
         let size = records.reduce(0) { $0 + $1.encodedSize }
         var data = Data(count: size)
         data.withUnsafeMutableBytes { buffer in

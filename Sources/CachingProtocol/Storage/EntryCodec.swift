@@ -25,28 +25,28 @@ import Foundation
 /// The header carries its own checksum so an index rebuild can learn a file's key, size and date
 /// from its first bytes (`decodeHeader`) without reading the body; a full read verifies the
 /// trailer checksum over the whole file before anything is parsed.
-enum EntryCodec {
+package enum EntryCodec {
     /// "CPEN" read as a little-endian `UInt32`.
-    static let magic: UInt32 = 0x4E45_5043
-    static let version: UInt16 = 1
+    package static let magic: UInt32 = 0x4E45_5043
+    package static let version: UInt16 = 1
     /// magic, version, flags, fileLength, latestResponseDate, key length.
-    static let fixedHeaderSize = 4 + 2 + 2 + 8 + 8 + 4
-    static let checksumSize = 8
+    package static let fixedHeaderSize = 4 + 2 + 2 + 8 + 8 + 4
+    package static let checksumSize = 8
     /// The bytes `decodeHeader` is first given: enough for the header of any key shorter than
     /// about 4 KB.
-    static let headerProbeSize = 4096
+    package static let headerProbeSize = 4096
 
     /// What the first bytes of an entry file say.
-    struct Header: Equatable, Sendable {
-        var key: String
+    package struct Header: Equatable, Sendable {
+        package var key: String
         var latestResponseDate: Date
         /// The length of the whole file, as written.
-        var fileLength: Int
+        package var fileLength: Int
     }
 
     // MARK: - Encoding
 
-    static func encode(_ record: CacheRecord) -> Data {
+    package static func encode(_ record: CacheRecord) -> Data {
         var counter = ByteCounter()
         write(record, fileLength: 0, to: &counter)
         let length = counter.count + checksumSize
@@ -114,13 +114,13 @@ enum EntryCodec {
 
     /// Decodes a whole entry file. Throws `BinaryDecodingError` for anything but an intact file
     /// of this version (and, when `expectedKey` is given, for that key).
-    static func decode(_ data: Data, expectedKey: String? = nil) throws -> CacheRecord {
+    package static func decode(_ data: Data, expectedKey: String? = nil) throws -> CacheRecord {
         try data.withUnsafeBytes { buffer in
             try decode(buffer, expectedKey: expectedKey)
         }
     }
 
-    static func decode(_ buffer: UnsafeRawBufferPointer, expectedKey: String? = nil) throws -> CacheRecord {
+    package static func decode(_ buffer: UnsafeRawBufferPointer, expectedKey: String? = nil) throws -> CacheRecord {
         var reader = ByteReader(buffer)
         let header: Header
         do {
@@ -149,7 +149,7 @@ enum EntryCodec {
 
     /// The variants from the content between the header checksum and the trailer: a count,
     /// then each variant, and nothing after.
-    static func decodeVariants(_ content: UnsafeRawBufferPointer) throws -> [CacheEntry] {
+    package static func decodeVariants(_ content: UnsafeRawBufferPointer) throws -> [CacheEntry] {
         var body = ByteReader(content)
         let variantCount = try body.readInteger(UInt32.self)
         var variants: [CacheEntry] = []
@@ -164,7 +164,7 @@ enum EntryCodec {
     ///
     /// - Returns: the header, or nil when `prefix` is too short for this header, in which case
     ///   `requiredPrefixLength` says how many bytes to read instead.
-    static func decodeHeader(
+    package static func decodeHeader(
         _ prefix: UnsafeRawBufferPointer,
         fileSize: Int,
         requiredPrefixLength: inout Int

@@ -4,23 +4,23 @@
 /// no part of a URL (a `..`, a percent-encoded slash) ever reaches the file system. The index
 /// keeps the two 64-bit halves instead of the key, which keeps the snapshot small and fixed-size
 /// per entry; the entry file holds the key and a read checks it.
-struct EntryDigest: Hashable, Sendable {
+package struct EntryDigest: Hashable, Sendable {
     var high: UInt64
     var low: UInt64
 
-    init(high: UInt64, low: UInt64) {
+    package init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
     }
 
     /// The digest of `key`, equal to the halves of `StableHash.hexDigest128(key)` without
     /// building the hex string.
-    init(key: String) {
+    package init(key: String) {
         (high, low) = StableHash.digest128(key)
     }
 
     /// The digest a file name spells, or nil when the name is not exactly 32 lowercase hex digits.
-    init?(fileName: String) {
+    package init?(fileName: String) {
         let utf8 = fileName.utf8
         guard utf8.count == 32 else { return nil }
         var halves: (UInt64, UInt64) = (0, 0)
@@ -41,7 +41,7 @@ struct EntryDigest: Hashable, Sendable {
     }
 
     /// The entry's file name: 32 lowercase hex digits.
-    var fileName: String {
+    package var fileName: String {
         StableHash.hex(high) + StableHash.hex(low)
     }
 }

@@ -7,12 +7,12 @@
 ///
 /// The memory tier keys it by cache key (`String`) with records as values; the disk index keys it
 /// by `EntryDigest` with file metadata as values.
-struct LRUList<Key: Hashable, Value> {
+package struct LRUList<Key: Hashable, Value> {
     /// One element as seen from outside: its key, value and cost.
-    struct Element {
-        var key: Key
-        var value: Value
-        var cost: Int
+    package struct Element {
+        package var key: Key
+        package var value: Value
+        package var cost: Int
     }
 
     fileprivate struct Node {
@@ -197,11 +197,11 @@ struct LRUList<Key: Hashable, Value> {
 
 extension LRUList: Sequence {
     /// Walks the elements from the least to the most recently used.
-    struct Iterator: IteratorProtocol {
+    package struct Iterator: IteratorProtocol {
         fileprivate let list: LRUList
         fileprivate var slot: Int
 
-        mutating func next() -> Element? {
+        package mutating func next() -> Element? {
             guard slot != LRUList.none else { return nil }
             let node = list.nodes[slot]
             slot = node.next
@@ -210,11 +210,11 @@ extension LRUList: Sequence {
         }
     }
 
-    func makeIterator() -> Iterator {
+    package func makeIterator() -> Iterator {
         Iterator(list: self, slot: head)
     }
 
-    var underestimatedCount: Int { count }
+    package var underestimatedCount: Int { count }
 }
 
 extension LRUList: Sendable where Key: Sendable, Value: Sendable {}

@@ -4,7 +4,7 @@
 /// Swift's `Hasher` is seeded per process, so it cannot name files or fingerprint credentials
 /// that must be recognised after a restart. This one can, and it runs at several GB/s, which
 /// makes it cheap enough to checksum whole entry files on every disk read.
-enum StableHash {
+package enum StableHash {
     private static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
     private static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
     private static let prime3: UInt64 = 0x1656_67B1_9E37_79F9
@@ -12,7 +12,7 @@ enum StableHash {
     private static let prime5: UInt64 = 0x27D4_EB2F_1656_67C5
 
     /// Hashes the bytes of `buffer` with `seed`.
-    static func hash(_ buffer: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
+    package static func hash(_ buffer: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
         let count = buffer.count
         guard let base = buffer.baseAddress, count > 0 else { return finalize(seed &+ prime5, length: 0) }
         var offset = 0

@@ -1,25 +1,26 @@
+import CachingProtocol
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
-/// Entry points for the fuzz target (`Sources/Fuzz`, run by `Scripts/fuzz.sh`): each takes
-/// arbitrary bytes, runs one parser or decoder of the package on them, and traps when an
-/// invariant breaks, so a fuzzer reports it like a crash.
+/// The fuzz targets (run by `Scripts/fuzz.sh`): each takes arbitrary bytes, runs one parser or
+/// decoder of the library on them, and traps when an invariant breaks, so a fuzzer reports it
+/// like a crash. They reach the library's parsers and decoders through `package` access; nothing
+/// of this harness ships in the library.
 ///
-/// Not API: visible only to `@_spi(Fuzzing) import CachingProtocol`. The targets come in two
-/// groups, `http` (header parsing and the policy on parsed headers) and `storage` (the entry
-/// and index decoders); ``run(group:input:)`` picks a target of the group with the first byte.
-@_spi(Fuzzing)
-public enum FuzzEntryPoints {
+/// The targets come in two groups, `http` (header parsing and the policy on parsed headers) and
+/// `storage` (the entry and index decoders); ``run(group:input:)`` picks a target of the group
+/// with the first byte.
+enum FuzzEntryPoints {
     /// The target groups, by name.
-    public static let groups: [String: [@Sendable (UnsafeRawBufferPointer) -> Void]] = [
+    static let groups: [String: [@Sendable (UnsafeRawBufferPointer) -> Void]] = [
         "http": [cacheControl, httpDate, headersAndPolicy, urlAndKey],
         "storage": [entryDecoding, framedEntryDecoding, indexLoading, framedJournalReplay],
     ]
 
     /// Runs the target of `group` that the first byte of `input` selects on the remaining bytes.
-    public static func run(group: String, input: UnsafeRawBufferPointer) {
+    static func run(group: String, input: UnsafeRawBufferPointer) {
         guard let targets = groups[group], let first = input.first else { return }
         targets[Int(first) % targets.count](UnsafeRawBufferPointer(rebasing: input.dropFirst()))
     }
@@ -300,7 +301,7 @@ public enum FuzzEntryPoints {
     // MARK: - Seeds
 
     /// A small seed corpus per group: inputs that reach deep into each target.
-    public static func seeds() -> [(group: String, name: String, bytes: [UInt8])] {
+    static func seeds() -> [(group: String, name: String, bytes: [UInt8])] {
         var seeds: [(String, String, [UInt8])] = []
         func add(_ group: String, _ target: UInt8, _ name: String, _ payload: [UInt8]) {
             seeds.append((group, name, [target] + payload))
