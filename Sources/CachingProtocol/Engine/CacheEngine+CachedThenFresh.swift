@@ -48,7 +48,7 @@ extension CacheEngine {
         }
         let request = CacheRequest(urlRequest, key: key)
         let now = configuration.now()
-        let stored = CachingPolicy.matchingVariant(in: cache.record(forKey: key), for: request)
+        let stored = CachingPolicy.matchingVariant(in: store.record(forKey: key), for: request)
         if let stored {
             let isStale = stored.timeToLive(at: now) <= 0
             if case .response(let response, let body) = storedAnswer(stored, status: .hit(stored, stale: isStale, at: now)) {

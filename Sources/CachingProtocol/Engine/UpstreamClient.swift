@@ -20,9 +20,9 @@ struct UpstreamResponse: @unchecked Sendable {
 }
 
 /// Sends the cache's own requests to origins through a private `URLSession` whose configuration
-/// leaves `CachingURLProtocol` out, so the cache never intercepts its own traffic and never
-/// needs a marker header (which would reach servers) or a request property (which does not
-/// survive on Linux).
+/// leaves the caching protocol out (the installer says which classes those are), so the cache
+/// never intercepts its own traffic and never needs a marker header (which would reach servers)
+/// or a request property (which does not survive on Linux).
 ///
 /// Threading: `send` may be called from any thread except inside a `URLProtocol` callback on
 /// Linux (creating a task there deadlocks the shared session queue; the engine always hops to its
@@ -31,9 +31,10 @@ final class UpstreamClient: Sendable {
     private let session: URLSession
     private let router: TransferRouter
 
-    init() {
+    /// A client whose session consults none of the protocol classes `isCachingProtocol` picks.
+    init(leavingOut isCachingProtocol: (AnyClass) -> Bool) {
         let configuration = URLSessionConfiguration.default
-        configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { !($0 is CachingURLProtocol.Type) }
+        configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { !isCachingProtocol($0) }
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         #if canImport(FoundationNetworking)
@@ -72,8 +73,12 @@ struct UpstreamTask: @unchecked Sendable {
     // @unchecked: URLSessionTask is thread-safe for `cancel()` but not declared Sendable on Linux.
     fileprivate let task: URLSessionTask
 
+    /// Cancels the transfer from another queue, never on the caller's: a load is cancelled from
+    /// `stopLoading` on the app session's queue, and on Linux every session's queue targets one
+    /// serial queue, so cancelling (a `sync` onto the upstream session's queue) from there
+    /// deadlocks.
     func cancel() {
-        task.cancel()
+        DispatchQueue.global(qos: .utility).async { [task] in task.cancel() }
     }
 }
 

@@ -118,13 +118,21 @@ extension CachingPolicy {
     /// Decides whether a response to `request` is stored, and its freshness lifetime and
     /// corrected initial age (RFC 9111 §4.2), from its status and headers and the times the
     /// request was sent and the response received.
+    ///
+    /// `redirectStatuses` are the redirects followed on the way to the response: after a
+    /// temporary one (302, 303, 307) the final response is not stored under the original URL,
+    /// which may point elsewhere next time.
     package func storageDecision(
         for request: CacheRequest,
         status: Int,
         headers: HTTPHeaders,
         requestDate: Date,
-        responseDate: Date
+        responseDate: Date,
+        redirectStatuses: [Int] = []
     ) -> StorageDecision {
+        if redirectStatuses.contains(where: Self.temporaryRedirectStatuses.contains) {
+            return .doNotStore(reason: "temporary redirect")
+        }
         if request.directives.noStore { return .doNotStore(reason: "request no-store") }
         let directives = Self.responseDirectives(headers)
         if directives.noStore { return .doNotStore(reason: "no-store") }
@@ -166,6 +174,9 @@ extension CachingPolicy {
         }
         return .store(freshnessLifetime: lifetime, initialAge: initialAge)
     }
+
+    /// Redirect statuses after which the target may differ next time.
+    static let temporaryRedirectStatuses: Set<Int> = [302, 303, 307]
 
     /// `max-age`, else `Expires - Date`; nil when the response states no freshness.
     private func explicitFreshness(_ directives: CacheControl, headers: HTTPHeaders, date: Date?, responseDate: Date) -> TimeInterval? {
@@ -229,13 +240,15 @@ extension CachingPolicy {
     /// The stored variant that may answer `request`: same credentials, and every header the
     /// response's `Vary` named has the same value (RFC 9111 §4.1). Newest first.
     package static func matchingVariant(in record: CacheRecord?, for request: CacheRequest) -> CacheEntry? {
-        guard let record else { return nil }
-        return record.variants.first { entry in
-            entry.credentialFingerprint == request.credentialFingerprint
-                && entry.varyFields.allSatisfy { field in
-                    varyValue(field.name, of: request) == field.value
-                }
-        }
+        record?.variants.first { variant($0, matches: request) }
+    }
+
+    /// Whether the stored variant `entry` may answer `request` (see `matchingVariant`).
+    static func variant(_ entry: CacheEntry, matches request: CacheRequest) -> Bool {
+        entry.credentialFingerprint == request.credentialFingerprint
+            && entry.varyFields.allSatisfy { field in
+                varyValue(field.name, of: request) == field.value
+            }
     }
 
     /// The request header values the response's `Vary` names, as an entry stores them.

@@ -115,10 +115,16 @@ enum Installation {
 
     static func install(_ configuration: CachingConfiguration) {
         let previous = engine.withLock { engine -> CacheEngine? in
-            defer { engine = CacheEngine(configuration: configuration) }
+            defer { engine = makeEngine(configuration) }
             return engine
         }
         previous?.shutdown()
+    }
+
+    /// An engine whose upstream requests never come back through the caching protocol.
+    static func makeEngine(_ configuration: CachingConfiguration) -> CacheEngine {
+        CacheEngine(configuration: configuration,
+                    upstream: UpstreamClient(leavingOut: { $0 is CachingURLProtocol.Type }))
     }
 
     static func uninstall() {

@@ -45,7 +45,7 @@ public class CachingURLProtocol: URLProtocol {
         case .passThrough:
             return false
         case .invalidate:
-            if let key = CacheKey.make(for: request) { engine.cache.removeRecord(forKey: key) }
+            if let key = CacheKey.make(for: request) { engine.store.removeRecord(forKey: key) }
             return false
         }
     }
@@ -85,7 +85,7 @@ public class CachingURLProtocol: URLProtocol {
             return deliver(.failure(URLError(.cancelled, userInfo: [NSUnderlyingErrorKey: reason,
                                                                      NSLocalizedDescriptionKey: reason.description])))
         }
-        switch engine.load(request, key: key, receiver: Receiver(owner: self)) {
+        switch engine.load(CacheRequest(request, key: key), receiver: Receiver(owner: self)) {
         case .answered(let answer):
             deliver(answer)
         case .pending(let handle):

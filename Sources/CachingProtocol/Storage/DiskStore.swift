@@ -48,7 +48,7 @@ import Foundation
 /// file is a miss (and is deleted and counted); a directory that cannot be written turns `status`
 /// to `.unavailable` and writes are dropped (and counted) until one succeeds again; lookups keep
 /// answering from the files that can still be read.
-final class DiskStore: RecordStore {
+final class DiskStore: StoreTier {
     /// The tier's settings, with their defaults.
     struct Configuration: Sendable {
         /// The cache directory. Created (with its parents) if missing, owner-only (0700).
@@ -75,7 +75,8 @@ final class DiskStore: RecordStore {
         /// waits until the worker has written them, so a burst of large responses faster than
         /// the disk holds memory at this bound instead of growing without limit. Default: 8 MiB.
         var maximumStagedBytes: Int
-        /// The clock for last-access times (the LRU order). Default: `Date()`. Tests inject one.
+        /// The clock for last-access times (the LRU order). Default: `systemClock`; the cache
+        /// replaces it with its installation's clock (`DiskStore.clock`), and tests inject one.
         var now: @Sendable () -> Date
 
         init(
@@ -86,7 +87,7 @@ final class DiskStore: RecordStore {
             journalCompactionThreshold: Int = 1024 * 1024,
             accessTimeWriteDelay: TimeInterval = 1,
             maximumStagedBytes: Int = 8 * 1024 * 1024,
-            now: @escaping @Sendable () -> Date = { Date() }
+            now: @escaping @Sendable () -> Date = systemClock
         ) {
             self.directory = directory
             self.capacity = capacity
@@ -247,6 +248,9 @@ final class DiskStore: RecordStore {
         var status = Status.available
         var lastError: CachingError?
         var indexOrigin = IndexOrigin.loaded
+        /// The clock for last-access times: `configuration.now` until the cache hands the store
+        /// its installation's clock (`clock`).
+        var clock: @Sendable () -> Date
 
         var maximumEntryBytes: Int {
             entryCostLimit(capacity: capacity, fraction: maximumEntryFraction)
@@ -279,7 +283,8 @@ final class DiskStore: RecordStore {
         self.configuration = configuration
         paths = Paths(directory: configuration.directory)
         worker = DispatchQueue(label: "CachingProtocol.DiskStore.worker", qos: .utility, target: workerTarget)
-        var state = State(capacity: max(0, configuration.capacity), maximumEntryFraction: configuration.maximumEntryFraction)
+        var state = State(capacity: max(0, configuration.capacity), maximumEntryFraction: configuration.maximumEntryFraction,
+                          clock: configuration.now)
         var workerState = WorkerState()
         Self.open(paths: paths, state: &state, worker: &workerState)
         self.state = Locked(state)
@@ -342,23 +347,14 @@ final class DiskStore: RecordStore {
         }
     }
 
-    // MARK: - RecordStore
+    // MARK: - StoreTier
 
     private enum ReadPlan {
         case found(CacheRecord)
         case indexed(generation: UInt64)
         case unindexed
         case miss
-    }
-
-    /// The size of the file holding `key`'s record according to the index (0 when the record is
-    /// staged and not yet written), or nil when the store does not know it; reads no file.
-    func indexedSize(forKey key: String) -> Int? {
-        let digest = EntryDigest(key: key)
-        return state.withLock { state in
-            if state.staged[digest]?.record.key == key { return 0 }
-            return state.index.entry(for: digest)?.fileSize
-        }
+        case deferred
     }
 
     /// Whether a record for `key` is stored or staged; reads no file and counts nothing.
@@ -370,12 +366,34 @@ final class DiskStore: RecordStore {
     }
 
     func record(forKey key: String, countingLookup: Bool) -> CacheRecord? {
+        guard case .found(let record) = read(key, countingLookup: countingLookup, sizeLimit: nil) else { return nil }
+        return record
+    }
+
+    /// What `lookup(forKey:readingUpTo:)` found.
+    enum Lookup {
+        /// The record, from a staged write or a file read on the calling thread.
+        case found(CacheRecord)
+        /// Nothing is stored for the key (counted as a miss).
+        case missing
+        /// The record's file is larger than the limit, or the index is still being rebuilt so
+        /// its size is unknown: read it with `record(forKey:countingLookup:)` where a long read
+        /// holds nobody up. Nothing was counted.
+        case deferred
+    }
+
+    /// A counted lookup that reads the record's file on the calling thread only when it takes
+    /// at most `limit` bytes (a staged record costs no read at all).
+    func lookup(forKey key: String, readingUpTo limit: Int) -> Lookup {
+        read(key, countingLookup: true, sizeLimit: limit)
+    }
+
+    private func read(_ key: String, countingLookup: Bool, sizeLimit: Int?) -> Lookup {
         let digest = EntryDigest(key: key)
-        let now = configuration.now()
         let (plan, scheduleAccessTimes) = state.withLock { state -> (ReadPlan, Bool) in
             if let staged = state.staged[digest], staged.record.key == key {
                 if countingLookup {
-                    state.staged[digest]?.lastAccess = now
+                    state.staged[digest]?.lastAccess = state.clock()
                     state.hits += 1
                 }
                 return (.found(staged.record), false)
@@ -384,7 +402,10 @@ final class DiskStore: RecordStore {
                 state.entryFileReads += 1
                 return (.indexed(generation: entry.generation), false)
             }
-            if let entry = state.index.touch(digest, at: now) {
+            if let sizeLimit, let entry = state.index.entry(for: digest), entry.fileSize > sizeLimit {
+                return (.deferred, false)
+            }
+            if let entry = state.index.touch(digest, at: state.clock()) {
                 state.entryFileReads += 1
                 state.touched.insert(digest)
                 let schedule = !state.accessTimeWriteScheduled
@@ -392,6 +413,7 @@ final class DiskStore: RecordStore {
                 return (.indexed(generation: entry.generation), schedule)
             }
             if !state.indexReady, !state.tombstones.covers(digest) {
+                if sizeLimit != nil { return (.deferred, false) }
                 state.entryFileReads += 1
                 return (.unindexed, false)
             }
@@ -402,8 +424,9 @@ final class DiskStore: RecordStore {
 
         let generation: UInt64?
         switch plan {
-        case .found(let record): return record
-        case .miss: return nil
+        case .found(let record): return .found(record)
+        case .miss: return .missing
+        case .deferred: return .deferred
         case .indexed(let indexed): generation = indexed
         case .unindexed: generation = nil
         }
@@ -420,7 +443,7 @@ final class DiskStore: RecordStore {
                 }
                 return removed
             }
-            return removed ? nil : record
+            return removed ? .missing : .found(record)
         } catch let error as FileError where error.isMissing {
             // Evicted by another process, or the directory was deleted: forget the entry.
             let start = state.withLock { state -> Bool in
@@ -449,19 +472,18 @@ final class DiskStore: RecordStore {
                 state.lastError = failure
             }
         }
-        return nil
+        return .missing
     }
 
     func store(_ record: CacheRecord) {
         let digest = EntryDigest(key: record.key)
         let cost = record.cost  // an estimate of the file size, close enough to refuse early
-        let now = configuration.now()
         let (start, backlogged) = state.withLock { state -> (Bool, Bool) in
             guard cost <= state.maximumEntryBytes else {
                 return (state.forget([digest]), false)
             }
             state.sequence += 1
-            state.staged[digest] = Staged(record: record, sequence: state.sequence, lastAccess: now, cost: cost)
+            state.staged[digest] = Staged(record: record, sequence: state.sequence, lastAccess: state.clock(), cost: cost)
             let backlogged = state.staged.bytes > configuration.maximumStagedBytes
             guard state.scheduledWrites.insert(digest).inserted else { return (false, backlogged) }  // coalesced
             return (state.enqueue(.write(digest)), backlogged)
@@ -542,6 +564,12 @@ final class DiskStore: RecordStore {
 
     var status: Status {
         state.withLock { $0.status }
+    }
+
+    /// The clock for last-access times from now on (the installed configuration's).
+    var clock: @Sendable () -> Date {
+        get { state.withLock { $0.clock } }
+        set { state.withLock { $0.clock = newValue } }
     }
 
     var diagnostics: Diagnostics {

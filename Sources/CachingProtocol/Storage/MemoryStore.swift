@@ -8,7 +8,7 @@ import Foundation
 ///
 /// Threading: all state is in one `Locked`; a lookup takes the lock once, does one dictionary
 /// lookup and returns the record without copying its bodies (`Data` is copy-on-write).
-final class MemoryStore: RecordStore {
+final class MemoryStore: StoreTier {
     /// The tier's settings.
     struct Configuration: Sendable {
         /// The most bytes kept. Default: 0, which keeps nothing.

@@ -1,55 +1,36 @@
 import Foundation
 
-/// A place that keeps cache records by key: the memory tier and the disk tier implement it, and
-/// `CachingURLCache` composes them.
+/// What the engine needs from storage, and all it sees of it.
 ///
-/// Threading: every member may be called from any thread at any time, concurrently; each store
-/// serialises its own state. A lookup returns either a whole record that a `store` call handed in
-/// or nil, never a torn one. Calls never throw: a store that cannot do its job (a full or
-/// read-only disk, a corrupt file) degrades to answering nil and reports why in `statistics`.
+/// `TieredStore` (memory in front of disk) is the one implementation; tests may provide others.
+///
+/// Threading: every member may be called from any thread, concurrently. `lookup` is meant for
+/// the thread that asks (a `URLProtocol`'s `startLoading`): it never reads more than a small
+/// file there. Calls never throw; a store that cannot do its job answers nil (a miss).
 protocol RecordStore: AnyObject, Sendable {
-    /// The record stored under `key`, or nil. When `countingLookup`, counts a hit or a miss in
-    /// `statistics` and marks the record recently used; the cache's own read-modify-write passes
-    /// false, so statistics count what callers asked for.
-    func record(forKey key: String, countingLookup: Bool) -> CacheRecord?
-    /// Stores `record` under `record.key`, replacing what was there. A record whose cost exceeds
-    /// what the store accepts for one entry is not stored (and what was there is removed).
-    func store(_ record: CacheRecord)
+    /// A counted lookup that stays cheap on the calling thread: the record from memory, or from
+    /// a small disk file read right here, or word that nothing is stored; `.deferred` when the
+    /// record sits in a larger file, which `finishLookup(_:)` then reads elsewhere.
+    func lookup(_ key: String) -> RecordLookup
+    /// Completes a lookup that answered `.deferred`: reads the record wherever it is, counting
+    /// the disk lookup (the memory one was counted already).
+    func finishLookup(_ key: String) -> CacheRecord?
+    /// A counted lookup that reads whatever it takes, on the calling thread.
+    func record(forKey key: String) -> CacheRecord?
+    /// Puts `entry` first among the variants stored under `key`, replacing the variant it is the
+    /// same as (`CacheEntry.isSameVariant(as:)`).
+    func storeVariant(_ entry: CacheEntry, key: String)
+    /// Removes the variant stored under `key` that `matches` picks (the first, newest first);
+    /// the record goes when it was the last one.
+    func removeVariant(forKey key: String, matching matches: (CacheEntry) -> Bool)
+    /// Removes everything stored under `key`.
     func removeRecord(forKey key: String)
-    /// Removes every record whose `latestResponseDate` is at or after `date`.
-    func removeRecords(storedSince date: Date)
-    func removeAll()
-    /// The most bytes the store keeps; setting a smaller value evicts at once.
-    var capacity: Int { get set }
-    var statistics: StoreStatistics { get }
 }
 
-extension RecordStore {
-    /// The record stored under `key`, or nil, counted as a lookup.
-    func record(forKey key: String) -> CacheRecord? {
-        record(forKey: key, countingLookup: true)
-    }
-}
-
-/// What a store holds and how often it answered.
-public struct StoreStatistics: Sendable, Equatable {
-    /// Records held.
-    public var entryCount: Int
-    /// Bytes charged against the capacity (for the disk tier: the real size of its files).
-    public var byteCount: Int
-    /// The capacity in bytes.
-    public var capacity: Int
-    /// Lookups that found a record.
-    public var hits: Int
-    /// Lookups that found none.
-    public var misses: Int
-
-    /// Statistics with the given values (all zero by default).
-    public init(entryCount: Int = 0, byteCount: Int = 0, capacity: Int = 0, hits: Int = 0, misses: Int = 0) {
-        self.entryCount = entryCount
-        self.byteCount = byteCount
-        self.capacity = capacity
-        self.hits = hits
-        self.misses = misses
-    }
+/// What `RecordStore.lookup(_:)` found on the calling thread.
+enum RecordLookup {
+    /// The record (from memory, or a small disk file), or nil when nothing is stored.
+    case answered(CacheRecord?)
+    /// Stored in a file too large to read on the calling thread: call `finishLookup(_:)` elsewhere.
+    case deferred
 }

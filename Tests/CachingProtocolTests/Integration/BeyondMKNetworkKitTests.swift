@@ -282,9 +282,9 @@ final class BeyondMKNetworkKitTests: CachingTestCase {
         XCTAssertTrue(recorded.allSatisfy { $0.duration >= 0 && $0.duration < 10 })
 
         let statistics = CachingURLProtocol.statistics
-        XCTAssertEqual(statistics.misses, 1)
+        XCTAssertEqual(statistics.fetched, 1)
         XCTAssertEqual(statistics.hits, 1)
-        XCTAssertEqual(statistics.revalidations, 1)
+        XCTAssertEqual(statistics.revalidatedNotModified, 1)
         XCTAssertEqual(statistics.upstreamBytes, big.count)
         XCTAssertEqual(statistics.deliveredBytes, 3 * big.count)
         XCTAssertGreaterThan(try XCTUnwrap(statistics.estimatedBandwidth), 0)

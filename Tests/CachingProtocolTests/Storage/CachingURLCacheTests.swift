@@ -59,7 +59,7 @@ final class CachingURLCacheTests: XCTestCase {
     func testRemoveCachedResponsesSinceADate() {
         let clock = ManualClock()
         let cache = makeCache()
-        cache.adoptPolicy(.heuristic(), clock: clock.read)
+        cache.use(policy: .heuristic(), clock: clock.read)
         let (old, oldResponse) = cached("https://example.com/old", body: Data("old".utf8))
         cache.storeCachedResponse(oldResponse, for: old)
         clock.advance(by: 3600)

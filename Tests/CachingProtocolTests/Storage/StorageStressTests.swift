@@ -17,7 +17,7 @@ final class StorageStressTests: TemporaryDirectoryTestCase {
     /// `settle` runs every 1,000 operations of each thread (the disk test flushes there, so
     /// lookups also read files while other threads' writes land, not only staged records).
     private func hammer(
-        _ store: some RecordStore,
+        _ store: some StoreTier,
         keyCount: Int,
         maximumBodySize: Int,
         settle: @escaping @Sendable () -> Void = {}

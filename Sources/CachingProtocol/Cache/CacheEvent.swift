@@ -45,24 +45,29 @@ public struct CacheEvent: Sendable {
     public var duration: TimeInterval
 }
 
-/// Counters of an installation, since it was installed.
+/// Counters of an installation, since it was installed. The answer counters are named after
+/// ``CacheEvent/Outcome``: each answer counts in exactly one of them.
 public struct CacheStatistics: Sendable, Equatable {
-    /// Answers served from the cache without contacting the origin (fresh).
+    /// ``CacheEvent/Outcome/hit``: served fresh from the cache without contacting the origin.
     public var hits = 0
-    /// Answers served stale by request, offline mode or stale-while-revalidate.
+    /// ``CacheEvent/Outcome/staleHit``: served stale by request, offline mode or
+    /// stale-while-revalidate.
     public var staleHits = 0
-    /// Revalidations (304 or same validators) that kept the stored body.
-    public var revalidations = 0
-    /// Revalidations that found a changed resource.
-    public var changed = 0
-    /// Requests that had to be fetched from the origin.
-    public var misses = 0
-    /// Stale answers served because the origin failed.
-    public var staleServedAfterError = 0
-    /// Requests that joined an identical upstream request.
+    /// ``CacheEvent/Outcome/revalidatedNotModified``: revalidations (304 or the same validators)
+    /// that kept the stored body.
+    public var revalidatedNotModified = 0
+    /// ``CacheEvent/Outcome/revalidatedChanged``: revalidations that found a changed resource.
+    public var revalidatedChanged = 0
+    /// ``CacheEvent/Outcome/fetched``: requests that had to be fetched from the origin.
+    public var fetched = 0
+    /// ``CacheEvent/Outcome/staleAfterError``: stale answers served because the origin failed.
+    public var staleAfterError = 0
+    /// ``CacheEvent/Outcome/notInCache``: only the cache could answer and it had nothing usable.
+    public var notInCache = 0
+    /// ``CacheEvent/Outcome/failed``: requests that failed.
+    public var failed = 0
+    /// Requests that joined an identical upstream request (counted in their outcome as well).
     public var collapsed = 0
-    /// Requests that failed (including "not in cache").
-    public var failures = 0
     /// Body bytes received from origins.
     public var upstreamBytes = 0
     /// Body bytes handed to apps.
@@ -73,4 +78,18 @@ public struct CacheStatistics: Sendable, Equatable {
 
     /// All counters at zero and no bandwidth estimate.
     public init() {}
+
+    /// Counts one answer with `outcome`.
+    mutating func count(_ outcome: CacheEvent.Outcome) {
+        switch outcome {
+        case .hit: hits += 1
+        case .staleHit: staleHits += 1
+        case .revalidatedNotModified: revalidatedNotModified += 1
+        case .revalidatedChanged: revalidatedChanged += 1
+        case .fetched: fetched += 1
+        case .staleAfterError: staleAfterError += 1
+        case .notInCache: notInCache += 1
+        case .failed: failed += 1
+        }
+    }
 }

@@ -23,14 +23,6 @@ struct CacheStatus: Sendable, Equatable {
     var timeToLive: Int?
     var detail: String?
 
-    /// A hit on `entry` at `now`. A fresh hit is plain `hit` (no `ttl`, so the response built
-    /// for it stays valid); a stale one carries its negative `ttl` and `detail=stale`, marking how
-    /// stale it is.
-    static func hit(_ entry: CacheEntry, stale: Bool, at now: Date) -> CacheStatus {
-        guard stale else { return CacheStatus() }
-        return CacheStatus(timeToLive: Int(entry.timeToLive(at: now).rounded(.down)), detail: "stale")
-    }
-
     var headerValue: String {
         var value = Self.cacheName
         if let forward {

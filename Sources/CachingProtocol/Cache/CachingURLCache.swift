@@ -19,7 +19,7 @@ import UIKit
 ///
 /// Threading: every member may be called from any thread, concurrently.
 open class CachingURLCache: URLCache, @unchecked Sendable {
-    // @unchecked: all mutable state lives in the two stores (each thread-safe) and `settings` (Locked).
+    // @unchecked: all mutable state lives in `store` (thread-safe) and `apiStorage` (Locked).
 
     /// The cache most installations share: 4 MB in memory, 100 MB on disk, in
     /// ``defaultDirectory``. Created on first use.
@@ -38,16 +38,16 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// The directory of the disk tier.
     public let directory: URL
 
-    private let memory: MemoryStore
-    private let disk: DiskStore
+    /// The two tiers behind the `URLCache` face; the engine looks records up here.
+    let store: TieredStore
 
-    private struct Settings {
-        /// Freshness of entries stored through the `URLCache` API is computed with the policy of
-        /// the installation that uses this cache (heuristic until one does).
+    /// How entries stored through the `URLCache` API are dated and how long they count as fresh:
+    /// the policy and clock of the installation that uses this cache (see `use(policy:clock:)`).
+    private struct APIStorage {
         var policy = CachingPolicy.heuristic()
-        var clock: @Sendable () -> Date = { Date() }
+        var clock = systemClock
     }
-    private let settings = Locked(Settings())
+    private let apiStorage = Locked(APIStorage())
     #if canImport(UIKit) && !os(watchOS)
     private var memoryWarningObserver: NSObjectProtocol?
     #endif
@@ -63,8 +63,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     public init(memoryCapacity: Int, diskCapacity: Int, directory: URL?) {
         let directory = directory ?? Self.defaultDirectory
         self.directory = directory
-        memory = MemoryStore(capacity: max(0, memoryCapacity))
-        disk = DiskStore(directory: directory, capacity: max(0, diskCapacity))
+        store = TieredStore(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory)
         #if canImport(FoundationNetworking)
         // The base class only creates the directory here; its storage is never used.
         super.init(memoryCapacity: 0, diskCapacity: 0, diskPath: directory.path)
@@ -90,30 +89,30 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     /// The most bytes kept in memory. Lowering it evicts least recently used entries at once.
     open override var memoryCapacity: Int {
-        get { memory.capacity }
-        set { memory.capacity = max(0, newValue) }
+        get { store.memory.capacity }
+        set { store.memory.capacity = max(0, newValue) }
     }
 
     /// The most bytes kept on disk (all files of ``directory``). Lowering it evicts least
     /// recently used entries; ``waitUntilSettled()`` returns once the directory is within it.
     open override var diskCapacity: Int {
-        get { disk.capacity }
-        set { disk.capacity = max(0, newValue) }
+        get { store.disk.capacity }
+        set { store.disk.capacity = max(0, newValue) }
     }
 
-    open override var currentMemoryUsage: Int { memory.statistics.byteCount }
+    open override var currentMemoryUsage: Int { store.memory.statistics.byteCount }
 
-    open override var currentDiskUsage: Int { disk.statistics.byteCount }
+    open override var currentDiskUsage: Int { store.disk.statistics.byteCount }
 
     /// What each tier holds and how often it answered, and the disk tier's condition.
     public var statistics: Statistics {
-        let diagnostics = disk.diagnostics
+        let diagnostics = store.disk.diagnostics
         let problem: CachingError?
         switch diagnostics.status {
         case .available: problem = nil
         case .unavailable(let error): problem = error
         }
-        return Statistics(memory: memory.statistics, disk: disk.statistics, diskProblem: problem,
+        return Statistics(memory: store.memory.statistics, disk: store.disk.statistics, diskProblem: problem,
                           diskWriteFailures: diagnostics.writeFailures,
                           corruptEntriesRemoved: diagnostics.corruptEntriesRemoved)
     }
@@ -147,22 +146,19 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// what MKNetworkKit did on a memory warning; on UIKit platforms it runs on
     /// `UIApplication.didReceiveMemoryWarningNotification` automatically.
     public func flushMemoryToDisk() {
-        for record in memory.allRecords() where !disk.containsRecord(forKey: record.key) {
-            disk.store(record)
-        }
-        memory.removeAll()
+        store.flushMemoryToDisk()
     }
 
     /// Blocks until every disk write handed in so far has landed (or failed) and the directory
     /// is within ``diskCapacity``.
     public func waitUntilSettled() {
-        disk.flush()
+        store.waitUntilSettled()
     }
 
     /// Evicts least recently used disk entries until the disk tier holds at most `bytes`,
     /// without changing ``diskCapacity``.
     public func trimDisk(toBytes bytes: Int) {
-        disk.trim(toBytes: max(0, bytes))
+        store.disk.trim(toBytes: max(0, bytes))
     }
 
     /// Deletes everything stored for `url` (GET), from memory and from disk, and returns once
@@ -170,86 +166,32 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// call, no file holds the response). Waits for disk writes handed in before the call, so
     /// it can take as long as those take. Do not call it from a `CachingConfiguration.observer`.
     public func purge(url: URL) {
-        removeRecord(forKey: CacheKey.make(method: "GET", url: url))
-        disk.flush()
+        store.removeRecord(forKey: CacheKey.make(method: "GET", url: url))
+        store.waitUntilSettled()
     }
 
     /// Deletes every entry from both tiers and returns once every entry file is gone from the
     /// directory (waiting for disk writes handed in before the call). Entries stored by another
     /// process sharing the directory after the call are not affected.
     public func removeAll() {
-        memory.removeAll()
-        disk.removeAll()
-        disk.flush()
+        store.removeAll()
+        store.waitUntilSettled()
     }
 
-    // MARK: Record access for the protocol
+    // MARK: The installation's policy and clock
 
-    func adoptPolicy(_ policy: CachingPolicy, clock: @escaping @Sendable () -> Date) {
-        settings.withLock { $0 = Settings(policy: policy, clock: clock) }
-    }
-
-    /// The record in memory, without touching the disk: the hot path of a hit.
-    func memoryRecord(forKey key: String) -> CacheRecord? {
-        memory.record(forKey: key)
-    }
-
-    /// Whether a lookup of `key` that missed memory would be answered by reading a disk file of
-    /// at most `bytes` (or from a write not yet on disk) — cheap enough to do on the caller's
-    /// thread.
-    func diskLookupIsSmall(forKey key: String, bytes: Int) -> Bool {
-        guard let size = disk.indexedSize(forKey: key) else { return false }
-        return size <= bytes
-    }
-
-    /// The record in memory, else on disk (then also put into memory).
-    ///
-    /// - Parameter counting: whether the lookup counts in the tiers' statistics (false for the
-    ///   cache's own read-modify-write of variants).
-    /// - Parameter memoryAlreadyCounted: the caller already missed in memory through
-    ///   `memoryRecord(forKey:)`; memory is looked at again (the record may have arrived since)
-    ///   without counting a second miss.
-    func record(forKey key: String, counting: Bool = true, memoryAlreadyCounted: Bool = false) -> CacheRecord? {
-        if let record = memory.record(forKey: key, countingLookup: counting && !memoryAlreadyCounted) { return record }
-        guard let record = disk.record(forKey: key, countingLookup: counting) else { return nil }
-        memory.store(record)
-        return record
-    }
-
-    /// Stores `record` in memory and, unless `memoryOnly`, on disk.
-    func store(_ record: CacheRecord, memoryOnly: Bool = false) {
-        memory.store(record)
-        if memoryOnly {
-            disk.removeRecord(forKey: record.key)
-        } else {
-            disk.store(record)
-        }
-    }
-
-    /// Most variants kept per URL when the origin sends `Vary`.
-    static let maximumVariants = 8
-
-    /// Puts `entry` first among the variants stored under `key`, replacing the variant with the
-    /// same `Vary` values and credentials and dropping the oldest beyond ``maximumVariants``.
-    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool = false) {
-        var record = record(forKey: key, counting: false) ?? CacheRecord(key: key, variants: [])
-        record.variants.removeAll { $0.varyFields == entry.varyFields && $0.credentialFingerprint == entry.credentialFingerprint }
-        record.variants.insert(entry, at: 0)
-        if record.variants.count > Self.maximumVariants {
-            record.variants.removeLast(record.variants.count - Self.maximumVariants)
-        }
-        store(record, memoryOnly: memoryOnly)
-    }
-
-    func removeRecord(forKey key: String) {
-        memory.removeRecord(forKey: key)
-        disk.removeRecord(forKey: key)
+    /// Called by each installation that uses this cache: entries stored through the `URLCache`
+    /// API are dated with `clock` and get their freshness from `policy` (heuristic until an
+    /// installation says otherwise), and the disk tier's last-access times follow `clock`.
+    func use(policy: CachingPolicy, clock: @escaping @Sendable () -> Date) {
+        apiStorage.withLock { $0 = APIStorage(policy: policy, clock: clock) }
+        store.clock = clock
     }
 
     // MARK: URLCache
 
     open override func cachedResponse(for request: URLRequest) -> CachedURLResponse? {
-        guard let key = Self.key(for: request), let record = record(forKey: key),
+        guard let key = Self.key(for: request), let record = store.record(forKey: key),
               let entry = CachingPolicy.matchingVariant(in: record, for: CacheRequest(request, key: key))
         else { return nil }
         return Self.cachedURLResponse(from: entry)
@@ -257,16 +199,16 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for request: URLRequest) {
         guard cachedResponse.storagePolicy != .notAllowed, let key = Self.key(for: request) else { return }
-        let (policy, clock) = settings.withLock { ($0.policy, $0.clock) }
+        let (policy, clock) = apiStorage.withLock { ($0.policy, $0.clock) }
         let entry = Self.entry(from: cachedResponse, request: CacheRequest(request, key: key), policy: policy, now: clock())
-        storeVariant(entry, key: key, memoryOnly: cachedResponse.storagePolicy == .allowedInMemoryOnly)
+        store.storeVariant(entry, key: key, memoryOnly: cachedResponse.storagePolicy == .allowedInMemoryOnly)
     }
 
     /// Like ``purge(url:)``: returns once the entry's file is gone.
     open override func removeCachedResponse(for request: URLRequest) {
         guard let key = Self.key(for: request) else { return }
-        removeRecord(forKey: key)
-        disk.flush()
+        store.removeRecord(forKey: key)
+        store.waitUntilSettled()
     }
 
     /// ``removeAll()``: returns once every entry file is gone.
@@ -276,9 +218,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     /// Returns once the files of the removed entries are gone.
     open override func removeCachedResponses(since date: Date) {
-        memory.removeRecords(storedSince: date)
-        disk.removeRecords(storedSince: date)
-        disk.flush()
+        store.removeRecords(storedSince: date)
+        store.waitUntilSettled()
     }
 
     open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for dataTask: URLSessionDataTask) {

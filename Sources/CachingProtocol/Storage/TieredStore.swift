@@ -1,0 +1,139 @@
+import Foundation
+
+/// The memory tier in front of the disk tier, as one store: what `CachingURLCache` shows as a
+/// `URLCache` and what the engine looks records up in (`RecordStore`).
+///
+/// Reads try memory first, then disk; a record read from disk is put in memory. Writes go to
+/// both tiers (disk writes settle on the disk tier's worker; lookups see them at once).
+///
+/// Threading: every member may be called from any thread, concurrently; each tier serialises
+/// its own state. The read-modify-write of the variant updates is not atomic across callers: two
+/// concurrent updates of one key can lose one of the two changes (a variant), never tear a record.
+final class TieredStore: RecordStore {
+    let memory: MemoryStore
+    let disk: DiskStore
+
+    /// Disk records up to this size are read on the thread that asks (the session's queue, for
+    /// the protocol): reading 64 KB costs less than the hop to another thread. Larger ones are
+    /// `.deferred`, so a big file never holds up other requests.
+    static let inlineDiskReadLimit = 64 << 10
+
+    /// Most variants kept per URL when the origin sends `Vary`.
+    static let maximumVariants = 8
+
+    init(memoryCapacity: Int, diskCapacity: Int, directory: URL) {
+        memory = MemoryStore(capacity: max(0, memoryCapacity))
+        disk = DiskStore(directory: directory, capacity: max(0, diskCapacity))
+    }
+
+    /// The clock for the disk tier's last-access times (the LRU order).
+    var clock: @Sendable () -> Date {
+        get { disk.clock }
+        set { disk.clock = newValue }
+    }
+
+    // MARK: RecordStore
+
+    func lookup(_ key: String) -> RecordLookup {
+        if let record = memory.record(forKey: key) { return .answered(record) }
+        switch disk.lookup(forKey: key, readingUpTo: Self.inlineDiskReadLimit) {
+        case .found(let record):
+            memory.store(record)
+            return .answered(record)
+        case .missing:
+            return .answered(nil)
+        case .deferred:
+            return .deferred
+        }
+    }
+
+    func finishLookup(_ key: String) -> CacheRecord? {
+        record(forKey: key, counting: true, memoryAlreadyCounted: true)
+    }
+
+    func record(forKey key: String) -> CacheRecord? {
+        record(forKey: key, counting: true, memoryAlreadyCounted: false)
+    }
+
+    func storeVariant(_ entry: CacheEntry, key: String) {
+        storeVariant(entry, key: key, memoryOnly: false)
+    }
+
+    func removeVariant(forKey key: String, matching matches: (CacheEntry) -> Bool) {
+        guard let stored = record(forKey: key, counting: false, memoryAlreadyCounted: false),
+              let variant = stored.variants.first(where: matches) else { return }
+        let remaining = stored.variants.filter { $0 != variant }
+        if remaining.isEmpty {
+            removeRecord(forKey: key)
+        } else {
+            store(CacheRecord(key: key, variants: remaining))
+        }
+    }
+
+    func removeRecord(forKey key: String) {
+        memory.removeRecord(forKey: key)
+        disk.removeRecord(forKey: key)
+    }
+
+    // MARK: Reading and writing
+
+    /// The record in memory, else on disk (then also put into memory).
+    ///
+    /// - Parameter counting: whether the lookup counts in the tiers' statistics (false for a
+    ///   read-modify-write, so statistics count what callers asked for).
+    /// - Parameter memoryAlreadyCounted: the caller already counted a memory miss; memory is
+    ///   looked at again (the record may have arrived since) without counting a second one.
+    private func record(forKey key: String, counting: Bool, memoryAlreadyCounted: Bool) -> CacheRecord? {
+        if let record = memory.record(forKey: key, countingLookup: counting && !memoryAlreadyCounted) { return record }
+        guard let record = disk.record(forKey: key, countingLookup: counting) else { return nil }
+        memory.store(record)
+        return record
+    }
+
+    /// Stores `record` in memory and, unless `memoryOnly`, on disk.
+    func store(_ record: CacheRecord, memoryOnly: Bool = false) {
+        memory.store(record)
+        if memoryOnly {
+            disk.removeRecord(forKey: record.key)
+        } else {
+            disk.store(record)
+        }
+    }
+
+    /// `storeVariant(_:key:)`, keeping the record in memory only when `memoryOnly`; the oldest
+    /// variants beyond `maximumVariants` are dropped.
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
+        var variants = record(forKey: key, counting: false, memoryAlreadyCounted: false)?.variants ?? []
+        variants.removeAll { $0.isSameVariant(as: entry) }
+        variants.insert(entry, at: 0)
+        if variants.count > Self.maximumVariants {
+            variants.removeLast(variants.count - Self.maximumVariants)
+        }
+        store(CacheRecord(key: key, variants: variants), memoryOnly: memoryOnly)
+    }
+
+    /// Removes every record whose newest variant was stored at or after `date`, from both tiers.
+    func removeRecords(storedSince date: Date) {
+        memory.removeRecords(storedSince: date)
+        disk.removeRecords(storedSince: date)
+    }
+
+    /// Removes every record from both tiers.
+    func removeAll() {
+        memory.removeAll()
+        disk.removeAll()
+    }
+
+    /// Hands every record in memory that the disk tier lacks to the disk tier, then empties memory.
+    func flushMemoryToDisk() {
+        for record in memory.allRecords() where !disk.containsRecord(forKey: record.key) {
+            disk.store(record)
+        }
+        memory.removeAll()
+    }
+
+    /// Blocks until every disk write handed in so far has settled.
+    func waitUntilSettled() {
+        disk.flush()
+    }
+}
