@@ -45,6 +45,11 @@ public class CachingURLProtocol: URLProtocol {
         case .passThrough:
             return false
         case .invalidate:
+            // The one side effect in this predicate, on purpose: the protocol declines unsafe
+            // methods so Foundation sends them untouched (upload bodies, streams and files
+            // intact), which makes this call the only moment the cache sees them. The stored GET
+            // is dropped before the request leaves. If Foundation asks about a task that never
+            // starts, an entry is dropped for nothing: a later miss, never a wrong answer.
             if let key = CacheKey.make(for: request) { engine.store.removeRecord(forKey: key) }
             return false
         }
