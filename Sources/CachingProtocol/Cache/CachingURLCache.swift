@@ -46,6 +46,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     private struct APIStorage {
         var policy = CachingPolicy.heuristic()
         var clock = systemClock
+        /// An installation of the protocol uses this cache (see `getCachedResponse(for:completionHandler:)`).
+        var servedByProtocol = false
     }
     private let apiStorage = Locked(APIStorage())
     #if canImport(UIKit) && !os(watchOS)
@@ -184,7 +186,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// API are dated with `clock` and get their freshness from `policy` (heuristic until an
     /// installation says otherwise), and the disk tier's last-access times follow `clock`.
     func use(policy: CachingPolicy, clock: @escaping @Sendable () -> Date) {
-        apiStorage.withLock { $0 = APIStorage(policy: policy, clock: clock) }
+        apiStorage.withLock { $0 = APIStorage(policy: policy, clock: clock, servedByProtocol: true) }
         store.clock = clock
     }
 
@@ -228,8 +230,19 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     }
 
     /// Answers on the calling thread (the lookup is a memory or a small disk read).
+    ///
+    /// Foundation asks this before every data task of a session whose `urlCache` this is
+    /// (swift-corelibs-foundation, `URLSessionTask._getProtocol`). Once an installation of
+    /// ``CachingURLProtocol`` uses this cache it answers nil at once: the protocol answers the
+    /// requests it takes from the cache itself (a second lookup would be wasted), and Foundation's
+    /// own HTTP protocol, which loads the requests the protocol leaves to it, then neither serves
+    /// the cache's entries to them nor (on Linux, where it rejects them) deletes them.
     open override func getCachedResponse(for dataTask: URLSessionDataTask,
                                          completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void) {
+        if apiStorage.withLock({ $0.servedByProtocol }) {
+            completionHandler(nil)
+            return
+        }
         guard let request = dataTask.currentRequest ?? dataTask.originalRequest else {
             completionHandler(nil)
             return

@@ -3,14 +3,63 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// The answer to one load: a response with its whole body, or an error.
+/// The answer to one load.
 enum Answer: @unchecked Sendable {
-    // @unchecked: HTTPURLResponse is immutable after creation but not declared Sendable everywhere.
+    // @unchecked: HTTPURLResponse and URLRequest are immutable here but not declared Sendable
+    // everywhere.
+
+    /// A response with its whole body. (When the client already took the response as it arrived,
+    /// `LoadClient.receiveHead` and `receiveChunk`, this only ends the load.)
     case response(HTTPURLResponse, Data)
+    /// The origin redirected and the client reports redirects to its app rather than having
+    /// them followed (`RedirectHandling.report`): the app's session decides and loads `request`.
+    case redirect(HTTPURLResponse, to: URLRequest)
+    /// An error.
     case failure(Error)
 }
 
-/// Receives the one answer to a load, from any thread, at most once.
-protocol AnswerReceiver: Sendable {
+/// How the app behind a load treats redirects, as its platform lets this layer honour it.
+enum RedirectHandling: Sendable {
+    /// Nothing in the app could object (no delegate that is asked): follow them.
+    case follow
+    /// Ask the app: `ask` gets the redirect and a `decide` to call with the request to follow
+    /// (possibly changed) or nil, which makes the 3xx the answer (Linux, where the protocol asks
+    /// the app's delegate itself).
+    case ask(@Sendable (HTTPURLResponse, URLRequest, _ decide: @escaping @Sendable (URLRequest?) -> Void) -> Void)
+    /// Do not follow; answer with `Answer.redirect` (Apple, where the app's session asks its
+    /// delegate and starts the next load itself).
+    case report
+}
+
+/// Who waits for a load: it gets the one answer, and meanwhile what the app must see or decide
+/// while the answer is fetched.
+///
+/// Threading: any member from any thread; `receive` at most once, after which nothing else.
+protocol LoadClient: Sendable {
+    /// The answer and how it came about; the load ends with it.
     func receive(_ answer: Answer, outcome: CacheEvent.Outcome)
+    /// How redirects on the way are handled.
+    var redirects: RedirectHandling { get }
+    /// Whether the client takes a body fetched from the origin as it arrives (`receiveHead`,
+    /// then `receiveChunk`), rather than whole in the answer.
+    var streamsBody: Bool { get }
+    /// The response, before its body (only when `streamsBody`).
+    func receiveHead(_ response: HTTPURLResponse)
+    /// A piece of the body, in order (only after `receiveHead`).
+    func receiveChunk(_ data: Data)
+    /// A challenge raised on the way before any response: `reply` with the app's answer (the
+    /// client forwards it to the app), or with default handling.
+    func answer(_ challenge: URLAuthenticationChallenge,
+                reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
+}
+
+extension LoadClient {
+    var redirects: RedirectHandling { .follow }
+    var streamsBody: Bool { false }
+    func receiveHead(_ response: HTTPURLResponse) {}
+    func receiveChunk(_ data: Data) {}
+    func answer(_ challenge: URLAuthenticationChallenge,
+                reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        reply(.performDefaultHandling, nil)
+    }
 }

@@ -46,7 +46,8 @@ extension CacheEngine {
             let reason = CachingError(.notCacheable, "cachedThenFresh needs a GET the cache may answer (no app validators, no Range, no no-store)")
             return continuation.finish(throwing: reason)
         }
-        let request = CacheRequest(urlRequest, key: key)
+        let settings = SessionSettings.standard
+        let request = CacheRequest(settings.apply(to: urlRequest), key: key)
         let now = configuration.now()
         let stored = CachingPolicy.matchingVariant(in: store.record(forKey: key), for: request)
         if let stored {
@@ -69,16 +70,16 @@ extension CacheEngine {
         } else {
             kind = .fetch(fallback: stored, forward: stored == nil ? .uriMiss : .stale)
         }
-        let load = Load(request: request, handle: handle,
-                        receiver: FreshAnswerReceiver(stored: stored, continuation: continuation),
-                        started: DispatchTime.now())
-        startExchange(kind, for: request, joining: load)
+        let load = Load(request: request, settings: settings, handle: handle,
+                        client: FreshAnswerClient(stored: stored, continuation: continuation),
+                        started: DispatchTime.now(), collapsible: true)
+        startExchange(kind, for: request, from: settings, joining: load)
     }
 }
 
 /// Finishes a cached-then-fresh stream with the origin's answer, yielding it only when it
 /// differs from the stored one.
-private struct FreshAnswerReceiver: AnswerReceiver {
+private struct FreshAnswerClient: LoadClient {
     let stored: CacheEntry?
     let continuation: AsyncThrowingStream<CachedThenFreshResponse, Error>.Continuation
 
@@ -86,6 +87,9 @@ private struct FreshAnswerReceiver: AnswerReceiver {
         switch answer {
         case .failure(let error):
             continuation.finish(throwing: error)
+        case .redirect:
+            // Redirects are followed for this API (`RedirectHandling.follow`): not reached.
+            continuation.finish()
         case .response(let response, let body):
             switch outcome {
             case .revalidatedNotModified, .staleAfterError, .hit, .staleHit:

@@ -10,12 +10,13 @@ import FoundationNetworking
 extension CacheEngine {
     // MARK: Starting, joining, leaving
 
-    /// Starts the upstream work `kind` for `request`, or joins an identical exchange already
-    /// running. `load` nil starts a background exchange nobody waits for.
-    func startExchange(_ kind: Exchange.Kind, for request: CacheRequest, joining load: Load?) {
-        let id = configuration.collapsesRequests
-            ? kind.collapseKey(for: request)
-            : "\(exchangeSerial.withLock { $0 += 1; return $0 })"
+    /// Starts the upstream work `kind` for `request` from an app session with `settings`, or
+    /// joins an identical exchange already running. `load` nil starts a background exchange
+    /// nobody waits for.
+    func startExchange(_ kind: Exchange.Kind, for request: CacheRequest, from settings: SessionSettings, joining load: Load?) {
+        let collapses = configuration.collapsesRequests && load?.collapsible != false
+        let key = collapses ? kind.collapseKey(for: request) : "\(exchangeSerial.withLock { $0 += 1; return $0 })"
+        let id = Exchange.ID(key: key, settings: settings)
         var created: Exchange?
         let joined: (Exchange, number: Int)? = exchanges.withLock { table in
             if let existing = table[id], let load,
@@ -36,7 +37,8 @@ extension CacheEngine {
         }
         if let created {
             if created.isBackground { backgroundWork.enter() }
-            queue.async { self.run(created) }
+            let listener = ExchangeListener(engine: self, exchange: created, starter: load)
+            queue.async { self.run(created, listener: listener) }
         }
     }
 
@@ -56,13 +58,22 @@ extension CacheEngine {
     }
 
     /// Hands `resolution` to every load that waits on `exchange` and retires it; with no
-    /// resolution (nobody waits any more) it only retires it.
+    /// resolution (nobody waits any more) it only retires it. A resolution private to the load
+    /// that started the exchange (answered with its app's credential) goes to that load only;
+    /// the others start again, on their own.
     private func finish(_ exchange: Exchange, with resolution: Resolution?) {
         retire(exchange)
         guard case .deliver(let waiters) = exchange.upstreamFinished() else { return }
         if exchange.isBackground { backgroundWork.leave() }
         guard let resolution else { return }
         for waiter in waiters {
+            if resolution.isPrivateToStarter, waiter.collapsed {
+                var retried = waiter.load
+                retried.collapsible = false
+                let load = retried
+                queue.async { self.proceed(load, decision: self.decide(load.request, record: self.store.finishLookup(load.request.key))) }
+                continue
+            }
             deliver(resolution.answer, to: waiter.load, outcome: resolution.outcome, trip: resolution.trip,
                     collapsed: waiter.collapsed)
         }
@@ -72,32 +83,35 @@ extension CacheEngine {
 
     /// Runs the exchange on the engine's queue: a fetch, or a revalidation (HEAD or conditional
     /// GET, per `CachingConfiguration.revalidation`).
-    private func run(_ exchange: Exchange) {
+    private func run(_ exchange: Exchange, listener: ExchangeListener) {
         let request = exchange.request
         switch exchange.kind {
         case .fetch(let fallback, let forward):
             let trip = Trip(methods: ["GET"])
-            send(upstreamRequest(for: request, method: "GET", conditions: nil), for: exchange) { [self] result in
+            listener.expect(method: "GET", fallback: fallback, forward: forward)
+            send(upstreamRequest(for: request, method: "GET", conditions: nil), for: exchange, listener: listener) { [self] result in
                 finish(exchange, with: resolveFetch(result, request: request, fallback: fallback, forward: forward,
-                                                    trip: trip, outcome: .fetched))
+                                                    trip: trip, outcome: .fetched, listener: listener))
             }
         case .revalidate(let entry, let conditions):
             let method = configuration.revalidation == .head ? "HEAD" : "GET"
             let trip = Trip(methods: [method])
-            send(upstreamRequest(for: request, method: method, conditions: conditions), for: exchange) { [self] result in
-                handleRevalidation(result, of: entry, in: exchange, trip: trip)
+            listener.expect(method: method, fallback: entry, forward: .stale)
+            send(upstreamRequest(for: request, method: method, conditions: conditions), for: exchange, listener: listener) { [self] result in
+                handleRevalidation(result, of: entry, in: exchange, trip: trip, listener: listener)
             }
         }
     }
 
     /// Judges a revalidation's answer with the policy (`revalidationOutcome`) and acts on it.
     private func handleRevalidation(_ result: Result<UpstreamResponse, Error>, of entry: CacheEntry,
-                                    in exchange: Exchange, trip: Trip) {
+                                    in exchange: Exchange, trip: Trip, listener: ExchangeListener) {
         let request = exchange.request
-        guard case .success(let upstream) = result else {
-            // No answer at all: a stale fallback if the policy allows, else the error.
+        guard case .success(let upstream) = result, listener.reportedRedirectTarget == nil else {
+            // No answer at all (a stale fallback if the policy allows, else the error), or a
+            // redirect the app's session follows itself.
             return finish(exchange, with: resolveFetch(result, request: request, fallback: entry, forward: .stale,
-                                                       trip: trip, outcome: .revalidatedChanged))
+                                                       trip: trip, outcome: .revalidatedChanged, listener: listener))
         }
         let now = configuration.now()
         let outcome = policy.revalidationOutcome(
@@ -118,7 +132,7 @@ extension CacheEngine {
                                               outcome: .revalidatedNotModified, trip: trip))
         case .changed(bodyIncluded: true):
             finish(exchange, with: resolveFetch(result, request: request, fallback: entry, forward: .stale,
-                                                trip: trip, outcome: .revalidatedChanged))
+                                                trip: trip, outcome: .revalidatedChanged, listener: listener))
         case .serverError:
             trip.bytes += upstream.body.count
             recordTransfer(upstream)
@@ -128,19 +142,21 @@ extension CacheEngine {
             // body with an unconditional GET, which replaces the stored response.
             trip.originStatus = upstream.status
             trip.methods.append("GET")
-            send(upstreamRequest(for: request, method: "GET", conditions: nil), for: exchange) { [self, trip] result in
+            listener.expect(method: "GET", fallback: entry, forward: .stale)
+            send(upstreamRequest(for: request, method: "GET", conditions: nil), for: exchange, listener: listener) { [self, trip] result in
                 finish(exchange, with: resolveFetch(result, request: request, fallback: entry, forward: .stale,
-                                                    trip: trip, outcome: .revalidatedChanged))
+                                                    trip: trip, outcome: .revalidatedChanged, listener: listener))
             }
         }
     }
 
     /// Sends one upstream request for `exchange`, unless every waiting load went away meanwhile
     /// (then the exchange finishes with nothing to hand out).
-    private func send(_ request: URLRequest, for exchange: Exchange,
+    private func send(_ request: URLRequest, for exchange: Exchange, listener: ExchangeListener,
                       completion: @escaping @Sendable (Result<UpstreamResponse, Error>) -> Void) {
         guard case .send = exchange.prepareToSend() else { return finish(exchange, with: nil) }
-        let task = upstream.send(request, clock: configuration.now, completion: completion)
+        let task = upstream(for: exchange.id.settings).send(request, clock: configuration.now, listener: listener,
+                                                             completion: completion)
         if case .cancel(let task) = exchange.upstreamStarted(task) { task.cancel() }
     }
 
@@ -172,9 +188,17 @@ extension CacheEngine {
         fallback: CacheEntry?,
         forward: CacheStatus.Forward,
         trip: Trip,
-        outcome: CacheEvent.Outcome
+        outcome: CacheEvent.Outcome,
+        listener: ExchangeListener
     ) -> Resolution {
         let now = configuration.now()
+        if case .success(let upstream) = result, let target = listener.reportedRedirectTarget {
+            // The app's session asks its delegate and loads the target itself.
+            var trip = trip
+            trip.originStatus = upstream.status
+            trip.bytes += upstream.body.count
+            return Resolution(answer: .redirect(upstream.response, to: target), outcome: outcome, trip: trip)
+        }
         switch result {
         case .failure(let error):
             if let fallback, (error as? URLError)?.code != .cancelled, policy.mayServeAfterError(fallback, request: request, now: now) {
@@ -189,28 +213,42 @@ extension CacheEngine {
             if upstream.status >= 500, let fallback, policy.mayServeAfterError(fallback, request: request, now: now) {
                 return staleAfterError(fallback, originStatus: upstream.status, now: now, trip: trip)
             }
-            let stored = store(upstream, for: request)
-            var status = CacheStatus(forward: forward, forwardStatus: upstream.status, stored: stored != nil)
-            if let stored {
-                status.timeToLive = CacheStatus.timeToLive(of: stored, at: now)
-            }
+            let decision = storageDecision(for: upstream.head, request: request)
+            store(upstream, for: request, decision: decision)
+            let status = cacheStatus(forFetched: upstream.head, decision: decision, forward: forward, now: now)
             let answer = Answer.response(deliverable(upstream.response, status: status), upstream.body)
-            return Resolution(answer: answer, outcome: outcome, trip: trip)
+            return Resolution(answer: answer, outcome: outcome, trip: trip,
+                              isPrivateToStarter: upstream.head.answeredWithCredential)
         }
     }
 
-    /// Stores what the origin sent when the policy allows it; otherwise drops the variant the
-    /// request would have matched, so an outdated copy is never served again. Returns the entry
-    /// stored.
-    private func store(_ upstream: UpstreamResponse, for request: CacheRequest) -> CacheEntry? {
-        let headers = upstream.headers
-        let decision = policy.storageDecision(for: request, status: upstream.status, headers: headers,
-                                              requestDate: upstream.requestDate, responseDate: upstream.responseDate,
-                                              redirectStatuses: upstream.redirectStatuses)
+    /// Whether and how long the response `head` is stored for `request`.
+    func storageDecision(for head: UpstreamHead, request: CacheRequest) -> StorageDecision {
+        policy.storageDecision(for: request, status: head.status, headers: head.headers,
+                               requestDate: head.requestDate, responseDate: head.responseDate, route: head.route)
+    }
+
+    /// The `Cache-Status` of a response fetched from the origin (RFC 9211): why it was
+    /// forwarded, the origin's status, and whether it was stored and for how long.
+    func cacheStatus(forFetched head: UpstreamHead, decision: StorageDecision, forward: CacheStatus.Forward,
+                     now: Date) -> CacheStatus {
+        var status = CacheStatus(forward: forward, forwardStatus: head.status)
+        if case .store(let lifetime, let initialAge) = decision {
+            status.stored = true
+            let age = initialAge + max(0, now.timeIntervalSince(head.responseDate))
+            status.timeToLive = Int((lifetime - age).rounded(.down))
+        }
+        return status
+    }
+
+    /// Stores what the origin sent when `decision` allows it; otherwise drops the variant the
+    /// request would have matched, so an outdated copy is never served again.
+    private func store(_ upstream: UpstreamResponse, for request: CacheRequest, decision: StorageDecision) {
         guard case .store(let lifetime, let initialAge) = decision else {
             if upstream.status < 500 { removeVariant(matching: request) }
-            return nil
+            return
         }
+        let headers = upstream.headers
         let entry = CacheEntry(
             responseURL: upstream.response.url?.absoluteString ?? request.urlRequest.url?.absoluteString ?? "",
             statusCode: upstream.status,
@@ -225,7 +263,6 @@ extension CacheEngine {
             userInfo: nil
         )
         store.storeVariant(entry, key: request.key)
-        return entry
     }
 
     /// Drops the stored variant `request` would be answered with.
@@ -242,11 +279,97 @@ extension CacheEngine {
     }
 
     /// The origin's response as the app sees it: untouched, plus `Cache-Status` when enabled.
-    private func deliverable(_ response: HTTPURLResponse, status: CacheStatus) -> HTTPURLResponse {
+    func deliverable(_ response: HTTPURLResponse, status: CacheStatus) -> HTTPURLResponse {
         guard configuration.addsCacheStatus, let url = response.url else { return response }
         var headers = HTTPHeaders(response.allHeaderFields)
         headers.set("Cache-Status", status.headerValue)
         return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1",
                                headerFields: headers.dictionary) ?? response
+    }
+}
+
+/// What the loads of one exchange say while its upstream request runs: the load that started it
+/// decides redirects and answers challenges (a background exchange follows redirects and gives
+/// challenges default handling), and every waiting load that takes bodies as they arrive gets
+/// the response head and its body's pieces.
+final class ExchangeListener: UpstreamListener {
+    private let engine: CacheEngine
+    private let exchange: Exchange
+    private let starter: CacheEngine.Load?
+
+    private struct State {
+        /// What the request being sent is, so a response head can be judged.
+        var method = "GET"
+        var fallback: CacheEntry?
+        var forward = CacheStatus.Forward.uriMiss
+        /// A redirect reported to the app rather than followed (`RedirectHandling.report`).
+        var reportedRedirectTarget: URLRequest?
+        /// The loads that got the response head, and so get the body's pieces.
+        var streamingTo: [LoadClient] = []
+    }
+    private let state = Locked(State())
+
+    init(engine: CacheEngine, exchange: Exchange, starter: CacheEngine.Load?) {
+        self.engine = engine
+        self.exchange = exchange
+        self.starter = starter
+    }
+
+    /// Says what the next request of the exchange is: its method, what an error may fall back
+    /// to, and why it goes to the origin.
+    func expect(method: String, fallback: CacheEntry?, forward: CacheStatus.Forward) {
+        state.withLock { state in
+            state.method = method
+            state.fallback = fallback
+            state.forward = forward
+            state.streamingTo = []
+        }
+    }
+
+    /// Where the app's session goes instead, when a redirect was reported rather than followed.
+    var reportedRedirectTarget: URLRequest? { state.withLock { $0.reportedRedirectTarget } }
+
+    func upstreamWillRedirect(_ response: HTTPURLResponse, to request: URLRequest,
+                              decide: @escaping @Sendable (URLRequest?) -> Void) {
+        switch starter?.client.redirects ?? .follow {
+        case .follow:
+            decide(request)
+        case .ask(let ask):
+            ask(response, request, decide)
+        case .report:
+            state.withLock { $0.reportedRedirectTarget = request }
+            decide(nil)
+        }
+    }
+
+    func upstreamDidReceive(_ challenge: URLAuthenticationChallenge,
+                            answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        guard let starter else { return answer(.performDefaultHandling, nil) }
+        starter.client.answer(challenge, reply: answer)
+    }
+
+    func upstreamDidReceive(_ head: UpstreamHead) -> Bool {
+        let (method, fallback, forward, reported) = state.withLock { ($0.method, $0.fallback, $0.forward, $0.reportedRedirectTarget) }
+        let request = exchange.request
+        let now = engine.configuration.now()
+        // Only a body that becomes the answer as it is: not a HEAD's, a 304's (the answer is the
+        // stored body), a redirect's the app follows itself, nor an error's a stale copy replaces.
+        guard method == "GET", head.status != 304, reported == nil else { return false }
+        if head.status >= 500, let fallback, engine.policy.mayServeAfterError(fallback, request: request, now: now) {
+            return false
+        }
+        var clients = exchange.waiting.map(\.waiter).filter { $0.load.client.streamsBody }
+        if head.answeredWithCredential { clients = clients.filter { !$0.collapsed } }
+        guard !clients.isEmpty else { return false }
+        let status = engine.cacheStatus(forFetched: head, decision: engine.storageDecision(for: head, request: request),
+                                        forward: forward, now: now)
+        let response = engine.deliverable(head.response, status: status)
+        state.withLock { $0.streamingTo = clients.map(\.load.client) }
+        for waiter in clients { waiter.load.client.receiveHead(response) }
+        return true
+    }
+
+    func upstreamDidReceive(_ data: Data) {
+        for client in state.withLock({ $0.streamingTo }) { client.receiveChunk(data) }
     }
 }

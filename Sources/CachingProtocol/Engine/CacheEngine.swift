@@ -15,8 +15,11 @@ final class CacheEngine: Sendable {
     let configuration: CachingConfiguration
     let store: any RecordStore
     let policy: CachingPolicy
-    let upstream: UpstreamClient
-    let exchanges = Locked<[String: Exchange]>([:])
+    /// Which protocol classes the upstream sessions leave out (the caching protocol's).
+    private let isCachingProtocol: @Sendable (AnyClass) -> Bool
+    /// One upstream session per app session settings, made on first use.
+    private let upstreams = Locked<[SessionSettings: UpstreamClient]>([:])
+    let exchanges = Locked<[Exchange.ID: Exchange]>([:])
     private let counters = Locked(CacheStatistics())
     private let offlineMode = Locked(false)
     let queue = DispatchQueue(label: "CachingProtocol.engine", attributes: .concurrent)
@@ -24,17 +27,29 @@ final class CacheEngine: Sendable {
     /// Background exchanges (stale-while-revalidate) that are still running.
     let backgroundWork = DispatchGroup()
 
-    /// An engine for `configuration`, sending upstream through `upstream`.
-    init(configuration: CachingConfiguration, upstream: UpstreamClient) {
+    /// An engine for `configuration` whose upstream sessions never consult the protocol classes
+    /// `isCachingProtocol` picks.
+    init(configuration: CachingConfiguration, leavingOut isCachingProtocol: @escaping @Sendable (AnyClass) -> Bool) {
         self.configuration = configuration
-        self.upstream = upstream
+        self.isCachingProtocol = isCachingProtocol
         store = configuration.cache.store
         policy = configuration.policy
         configuration.cache.use(policy: configuration.policy, clock: configuration.now)
     }
 
+    /// The upstream session for app sessions with `settings`.
+    func upstream(for settings: SessionSettings) -> UpstreamClient {
+        upstreams.withLock { upstreams in
+            if let existing = upstreams[settings] { return existing }
+            let made = UpstreamClient(configuration: settings.upstreamConfiguration(leavingOut: isCachingProtocol))
+            upstreams[settings] = made
+            return made
+        }
+    }
+
+    /// Lets running transfers finish, then releases the upstream sessions.
     func shutdown() {
-        upstream.shutdown()
+        for upstream in upstreams.withLock({ Array($0.values) }) { upstream.shutdown() }
     }
 
     var statistics: CacheStatistics { counters.withLock { $0 } }
@@ -57,23 +72,36 @@ final class CacheEngine: Sendable {
     /// A request on its way through the pipeline.
     struct Load: Sendable {
         let request: CacheRequest
+        /// The app session it comes from.
+        let settings: SessionSettings
         let handle: LoadHandle
-        let receiver: AnswerReceiver
+        let client: LoadClient
         let started: DispatchTime
+        /// Whether it may share an upstream request with identical loads: not when its app is
+        /// asked about redirects on the way (the app must be asked for each of its requests),
+        /// nor when it is retried after another load's credentialed answer.
+        var collapsible: Bool
     }
 
     /// Loads a cacheable GET (see `RequestDisposition`).
     ///
     /// Fresh hits are answered on the caller's thread, from memory or from a small disk file
     /// (reading it costs less than the hop to another thread would), and returned rather than
-    /// handed to `receiver`: the caller delivers them after this function's temporaries are gone,
+    /// handed to `client`: the caller delivers them after this function's temporaries are gone,
     /// which keeps the session queue's critical path short. Anything else moves to the engine's
-    /// queue and ends at `receiver`.
-    func load(_ request: CacheRequest, receiver: @autoclosure () -> AnswerReceiver) -> LoadStart {
+    /// queue and ends at `client`.
+    func load(_ request: CacheRequest, from settings: SessionSettings, client: @autoclosure () -> LoadClient) -> LoadStart {
         let started = DispatchTime.now()
+        func pending() -> Load {
+            let client = client()
+            var collapsible = true
+            if case .ask = client.redirects { collapsible = false }
+            return Load(request: request, settings: settings, handle: LoadHandle(), client: client, started: started,
+                        collapsible: collapsible)
+        }
         switch store.lookup(request.key) {
         case .deferred:
-            let load = Load(request: request, handle: LoadHandle(), receiver: receiver(), started: started)
+            let load = pending()
             queue.async {
                 self.proceed(load, decision: self.decide(request, record: self.store.finishLookup(request.key)))
             }
@@ -86,7 +114,7 @@ final class CacheEngine: Sendable {
                         collapsed: false, started: started)
                 return .answered(answer)
             }
-            let load = Load(request: request, handle: LoadHandle(), receiver: receiver(), started: started)
+            let load = pending()
             queue.async { self.proceed(load, decision: decided) }
             return .pending(load.handle)
         }
@@ -110,7 +138,7 @@ final class CacheEngine: Sendable {
         )
     }
 
-    private func proceed(_ load: Load, decision decided: Decided) {
+    func proceed(_ load: Load, decision decided: Decided) {
         let now = decided.now
         switch decided.decision {
         case .useStored(let entry, let isStale):
@@ -123,19 +151,19 @@ final class CacheEngine: Sendable {
             // from the moment the stale answer exists.
             backgroundWork.enter()
             queue.async {
-                self.startExchange(.revalidate(entry, conditions), for: load.request, joining: nil)
+                self.startExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, joining: nil)
                 self.backgroundWork.leave()
             }
             deliver(storedAnswer(entry, status: status), to: load, outcome: .staleHit, trip: .noNetwork)
         case .revalidate(let entry, let conditions):
-            startExchange(.revalidate(entry, conditions), for: load.request, joining: load)
+            startExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, joining: load)
         case .fetch(let fallback):
             let forward: CacheStatus.Forward
             switch load.request.mode {
             case .reload, .reloadFromOrigin: forward = .request
             default: forward = load.request.directives.noCache ? .request : (decided.keyWasStored ? .varyMiss : .uriMiss)
             }
-            startExchange(.fetch(fallback: fallback, forward: forward), for: load.request, joining: load)
+            startExchange(.fetch(fallback: fallback, forward: forward), for: load.request, from: load.settings, joining: load)
         case .unavailable:
             deliver(unavailableAnswer(for: load.request), to: load, outcome: .notInCache, trip: .noNetwork)
         }
@@ -180,12 +208,15 @@ final class CacheEngine: Sendable {
         let answer: Answer
         let outcome: CacheEvent.Outcome
         let trip: Trip
+        /// Only for the load that started the exchange: its app answered a challenge with a
+        /// credential on the way.
+        var isPrivateToStarter = false
     }
 
     func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false) {
         guard load.handle.finish() else { return }
         account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started)
-        load.receiver.receive(answer, outcome: outcome)
+        load.client.receive(answer, outcome: outcome)
     }
 
     /// Counts an answer and reports it to the observer. Called before the app gets the answer,

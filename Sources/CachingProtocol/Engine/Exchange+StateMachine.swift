@@ -123,6 +123,12 @@ struct ExchangeStateMachine<Waiter, Task> {
         }
     }
 
+    /// The waiters now, in the order they joined (to hand them a body as it arrives).
+    var waiting: [(number: Int, waiter: Waiter)] {
+        guard case .running(let waiters, _) = state else { return [] }
+        return waiters.sorted { $0.key < $1.key }.map { (number: $0.key, waiter: $0.value) }
+    }
+
     /// Whether the exchange still runs (for tests and assertions).
     var isRunning: Bool {
         if case .running = state { return true }

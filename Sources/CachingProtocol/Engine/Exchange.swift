@@ -17,6 +17,7 @@ final class Exchange: Sendable {
 
         /// Loads with equal keys may share an exchange: same operation, same URL, same
         /// credentials and the same request headers (so the same variant would be selected).
+        /// (`ID` adds the session settings: the same cookie jar, proxies and TLS rules upstream.)
         func collapseKey(for request: CacheRequest) -> String {
             let headers = (request.urlRequest.allHTTPHeaderFields ?? [:])
                 .map { "\($0.key.lowercased()):\($0.value)" }.sorted().joined(separator: "\n")
@@ -37,8 +38,16 @@ final class Exchange: Sendable {
 
     typealias StateMachine = ExchangeStateMachine<Waiter, UpstreamTask>
 
+    /// What identifies an exchange in the engine's table: loads whose `ID`s are equal share it.
+    struct ID: Hashable, Sendable {
+        /// `Kind.collapseKey`, or a serial number for a load that shares with nobody.
+        let key: String
+        /// The settings of the app session the loads come from.
+        let settings: SessionSettings
+    }
+
     /// The key under which the engine finds the exchange for collapsing.
-    let id: String
+    let id: ID
     let kind: Kind
     /// The request of the load that started the exchange (the others' are identical).
     let request: CacheRequest
@@ -47,7 +56,7 @@ final class Exchange: Sendable {
     let isBackground: Bool
     private let machine = Locked(StateMachine())
 
-    init(id: String, kind: Kind, request: CacheRequest, isBackground: Bool) {
+    init(id: ID, kind: Kind, request: CacheRequest, isBackground: Bool) {
         self.id = id
         self.kind = kind
         self.request = request
@@ -72,5 +81,10 @@ final class Exchange: Sendable {
 
     func upstreamFinished() -> StateMachine.FinishAction {
         machine.withLock { $0.upstreamFinished() }
+    }
+
+    /// The loads waiting now, in the order they joined.
+    var waiting: [(number: Int, waiter: Waiter)] {
+        machine.withLock { $0.waiting }
     }
 }

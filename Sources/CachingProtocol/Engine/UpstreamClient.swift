@@ -3,26 +3,74 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// A complete response from the origin: the cache stores and delivers whole bodies.
-struct UpstreamResponse: @unchecked Sendable {
+/// A response head from the origin, with how it was reached: all the engine needs to decide
+/// what to do with the response before its body is in.
+struct UpstreamHead: @unchecked Sendable {
     // @unchecked: HTTPURLResponse is immutable after creation but not declared Sendable everywhere.
     let response: HTTPURLResponse
-    let body: Data
     /// Statuses of the redirects followed on the way, in order (empty when none).
     let redirectStatuses: [Int]
+    /// A redirect on the way set a cookie: the answer may depend on it, so it is not stored.
+    let cookieSetOnTheWay: Bool
+    /// The app answered an authentication challenge with a credential on the way: the answer
+    /// belongs to that credential and is not stored (nor shared with other loads).
+    let answeredWithCredential: Bool
     let requestDate: Date
     let responseDate: Date
-    /// Wall-clock seconds the transfer took, for the bandwidth estimate.
-    let transferSeconds: TimeInterval
 
     var status: Int { response.statusCode }
     var headers: HTTPHeaders { HTTPHeaders(response.allHeaderFields) }
+    var route: ResponseRoute {
+        ResponseRoute(redirectStatuses: redirectStatuses, cookieSetOnTheWay: cookieSetOnTheWay,
+                      answeredWithCredential: answeredWithCredential)
+    }
 }
 
-/// Sends the cache's own requests to origins through a private `URLSession` whose configuration
-/// leaves the caching protocol out (the installer says which classes those are), so the cache
-/// never intercepts its own traffic and never needs a marker header (which would reach servers)
-/// or a request property (which does not survive on Linux).
+/// A complete response from the origin.
+struct UpstreamResponse: Sendable {
+    let head: UpstreamHead
+    let body: Data
+    /// Wall-clock seconds the transfer took, for the bandwidth estimate.
+    let transferSeconds: TimeInterval
+
+    var response: HTTPURLResponse { head.response }
+    var status: Int { head.status }
+    var headers: HTTPHeaders { head.headers }
+    var requestDate: Date { head.requestDate }
+    var responseDate: Date { head.responseDate }
+}
+
+/// What the app behind a transfer says while it runs. The engine implements it for each
+/// exchange (`ExchangeListener`); a transfer without one follows redirects, gives challenges
+/// default handling and keeps the body whole.
+///
+/// Threading: called on the upstream session's delegate queue; the `decide`/`answer` closures
+/// may be called from any thread, once.
+protocol UpstreamListener: Sendable {
+    /// A redirect is about to be followed: `decide` with the request to send instead (possibly
+    /// changed) or nil to stop, which makes the 3xx the answer.
+    func upstreamWillRedirect(_ response: HTTPURLResponse, to request: URLRequest,
+                              decide: @escaping @Sendable (URLRequest?) -> Void)
+    /// A challenge raised before any response arrived (server trust, client certificate, or HTTP
+    /// authentication where the platform asks before delivering the 401). `answer` it.
+    func upstreamDidReceive(_ challenge: URLAuthenticationChallenge,
+                            answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
+    /// The response head arrived. True when its body should be handed on as it arrives
+    /// (`upstreamDidReceive(_:)`), as well as collected.
+    func upstreamDidReceive(_ head: UpstreamHead) -> Bool
+    /// A piece of the body of a response for which `upstreamDidReceive(response)` said true.
+    func upstreamDidReceive(_ data: Data)
+}
+
+/// Sends the cache's own requests to origins through a private `URLSession` made from the app
+/// session's settings (`SessionSettings.upstreamConfiguration`), whose protocol classes leave the
+/// caching protocol out, so the cache never intercepts its own traffic and never needs a marker
+/// header (which would reach servers) or a request property (which does not survive on Linux).
+///
+/// Challenges never hang a transfer: one raised after the response head arrived (corelibs raises
+/// a 401's challenge only then) ends the transfer with that response, which the protocol hands to
+/// the app's session, and the app's session raises its own challenge to the app's delegate
+/// (linux-foundation-notes 14). One raised before goes to the listener.
 ///
 /// Threading: `send` may be called from any thread except inside a `URLProtocol` callback on
 /// Linux (creating a task there deadlocks the shared session queue; the engine always hops to its
@@ -31,20 +79,8 @@ final class UpstreamClient: Sendable {
     private let session: URLSession
     private let router: TransferRouter
 
-    /// A client whose session consults none of the protocol classes `isCachingProtocol` picks.
-    init(leavingOut isCachingProtocol: (AnyClass) -> Bool) {
-        let configuration = URLSessionConfiguration.default
-        configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { !isCachingProtocol($0) }
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        #if canImport(FoundationNetworking)
-        // The app's session already put its own jar's cookies on the request (corelibs does it
-        // when the task is created), and the credential fingerprint is taken from that request.
-        // Adding this session's jar (the shared one) would send cookies the app's session does
-        // not have, unseen by the fingerprint. `Set-Cookie`s still go to the shared jar.
-        // (Not verified on Apple platforms, where this session keeps adding the shared jar's.)
-        configuration.httpShouldSetCookies = false
-        #endif
+    /// A client whose session is made from `configuration`.
+    init(configuration: URLSessionConfiguration) {
         router = TransferRouter()
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
     }
@@ -54,10 +90,11 @@ final class UpstreamClient: Sendable {
     func send(
         _ request: URLRequest,
         clock: @escaping @Sendable () -> Date,
+        listener: UpstreamListener?,
         completion: @escaping @Sendable (Result<UpstreamResponse, Error>) -> Void
     ) -> UpstreamTask {
         let task = session.dataTask(with: request)
-        router.register(task, transfer: Transfer(requestDate: clock(), clock: clock, completion: completion))
+        router.register(task, transfer: Transfer(requestDate: clock(), clock: clock, listener: listener, completion: completion))
         task.resume()
         return UpstreamTask(task: task)
     }
@@ -86,15 +123,31 @@ struct UpstreamTask: @unchecked Sendable {
 private struct Transfer {
     let requestDate: Date
     let clock: @Sendable () -> Date
+    let listener: UpstreamListener?
     let completion: @Sendable (Result<UpstreamResponse, Error>) -> Void
     let startedAt = DispatchTime.now()
     var response: HTTPURLResponse?
     var body = Data()
+    var streams = false
     var redirectStatuses: [Int] = []
+    var cookieSetOnTheWay = false
+    var answeredWithCredential = false
     var responseDate: Date?
+
+    func head(_ response: HTTPURLResponse) -> UpstreamHead {
+        UpstreamHead(response: response, redirectStatuses: redirectStatuses, cookieSetOnTheWay: cookieSetOnTheWay,
+                     answeredWithCredential: answeredWithCredential, requestDate: requestDate,
+                     responseDate: responseDate ?? clock())
+    }
+
+    func finished(with response: HTTPURLResponse) -> UpstreamResponse {
+        UpstreamResponse(head: head(response), body: body,
+                         transferSeconds: Double(DispatchTime.now().uptimeNanoseconds - startedAt.uptimeNanoseconds) / 1e9)
+    }
 }
 
-/// The private session's delegate: collects each task's body and hands the whole response over.
+/// The private session's delegate: collects each task's body, asks the listener, and hands the
+/// whole response over.
 private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
     private let transfers = Locked<[Int: Transfer]>([:])
 
@@ -107,27 +160,74 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
         completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
-        // Redirects are followed here, inside the cache: the Linux client's redirect callback
-        // for URLProtocols is a fatalError, so the app only ever sees the final response.
-        transfers.withLock { $0[task.taskIdentifier]?.redirectStatuses.append(response.statusCode) }
-        completionHandler(request)
+        let setsCookie = response.value(forHTTPHeaderField: "Set-Cookie") != nil
+        let listener = transfers.withLock { transfers -> UpstreamListener? in
+            transfers[task.taskIdentifier]?.redirectStatuses.append(response.statusCode)
+            if setsCookie { transfers[task.taskIdentifier]?.cookieSetOnTheWay = true }
+            return transfers[task.taskIdentifier]?.listener
+        }
+        guard let listener else { return completionHandler(request) }
+        listener.upstreamWillRedirect(response, to: request) { [transfers] decided in
+            if decided == nil {
+                // The 3xx is the answer: it was counted as a redirect followed, and is not one.
+                transfers.withLock { _ = $0[task.taskIdentifier]?.redirectStatuses.popLast() }
+            }
+            completionHandler(decided)
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        let (transfer, finishedEarly) = transfers.withLock { transfers -> (Transfer?, Bool) in
+            guard let transfer = transfers[task.taskIdentifier] else { return (nil, false) }
+            guard transfer.response != nil else { return (transfer, false) }
+            transfers[task.taskIdentifier] = nil
+            return (transfer, true)
+        }
+        guard let transfer else { return completionHandler(.performDefaultHandling, nil) }
+        if finishedEarly, let response = transfer.response {
+            // The 401 (or 407) and its body are here: they are the answer. Left to default
+            // handling, corelibs would never complete the task (linux-foundation-notes 14).
+            completionHandler(.cancelAuthenticationChallenge, nil)
+            transfer.completion(.success(transfer.finished(with: response)))
+            return
+        }
+        guard let listener = transfer.listener else { return completionHandler(.performDefaultHandling, nil) }
+        listener.upstreamDidReceive(challenge) { [transfers] disposition, credential in
+            if disposition == .useCredential, credential != nil {
+                transfers.withLock { $0[task.taskIdentifier]?.answeredWithCredential = true }
+            }
+            completionHandler(disposition, credential)
+        }
     }
 
     func urlSession(
         _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
-        transfers.withLock { transfers in
-            guard var transfer = transfers[dataTask.taskIdentifier] else { return }
+        let received = transfers.withLock { transfers -> (UpstreamHead, UpstreamListener)? in
+            guard var transfer = transfers[dataTask.taskIdentifier] else { return nil }
             transfer.response = response as? HTTPURLResponse
             transfer.responseDate = transfer.clock()
             transfers[dataTask.taskIdentifier] = transfer
+            guard let head = transfer.response, let listener = transfer.listener else { return nil }
+            return (transfer.head(head), listener)
+        }
+        if let (head, listener) = received, listener.upstreamDidReceive(head) {
+            transfers.withLock { $0[dataTask.taskIdentifier]?.streams = true }
         }
         completionHandler(.allow)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        transfers.withLock { $0[dataTask.taskIdentifier]?.body.append(data) }
+        let streamTo = transfers.withLock { transfers -> UpstreamListener? in
+            transfers[dataTask.taskIdentifier]?.body.append(data)
+            guard let transfer = transfers[dataTask.taskIdentifier], transfer.streams else { return nil }
+            return transfer.listener
+        }
+        streamTo?.upstreamDidReceive(data)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
@@ -140,14 +240,6 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
             transfer.completion(.failure(URLError(.badServerResponse)))
             return
         }
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - transfer.startedAt.uptimeNanoseconds) / 1e9
-        transfer.completion(.success(UpstreamResponse(
-            response: response,
-            body: transfer.body,
-            redirectStatuses: transfer.redirectStatuses,
-            requestDate: transfer.requestDate,
-            responseDate: transfer.responseDate ?? transfer.clock(),
-            transferSeconds: elapsed
-        )))
+        transfer.completion(.success(transfer.finished(with: response)))
     }
 }

@@ -12,7 +12,9 @@ package struct RequestHeaderFacts: Sendable {
     var pragma: String?
     var authorization: String?
     var cookie: String?
-    /// The app validates or asks for a range itself (`If-*`, `Range`) or upgrades the connection.
+    /// The app validates or asks for a range itself (`If-*`, `Range`), upgrades the connection,
+    /// or asks for an event stream (`Accept: text/event-stream`), whose events must reach it as
+    /// they arrive.
     var isAppControlled = false
 
     init(_ request: URLRequest) {
@@ -28,6 +30,9 @@ package struct RequestHeaderFacts: Sendable {
                 if name.isEqualIgnoringASCIICase("Pragma") { pragma = value }
             case UInt8(ascii: "a"):
                 if name.isEqualIgnoringASCIICase("Authorization") { authorization = value }
+                else if name.isEqualIgnoringASCIICase("Accept"), value.lowercased().contains("text/event-stream") {
+                    isAppControlled = true
+                }
             case UInt8(ascii: "i"):
                 if ["If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range"]
                     .contains(where: name.isEqualIgnoringASCIICase) { isAppControlled = true }
@@ -121,7 +126,8 @@ package enum RequestDisposition: Equatable {
         let method = request.httpMethod ?? "GET"
         if method.isEqualIgnoringASCIICase("GET") {
             let facts = facts ?? RequestHeaderFacts(request)
-            // The app's own validation, ranges and upgrades, and `no-store` requests go out as written.
+            // The app's own validation, ranges, upgrades and event streams, and `no-store`
+            // requests go out as written.
             if facts.isAppControlled || facts.cacheControl.map({ CacheControl($0).noStore }) == true {
                 self = .passThrough
             } else {

@@ -30,6 +30,27 @@ package enum CacheDecision: Sendable, Equatable {
     case unavailable
 }
 
+/// How a response was reached, where that decides whether it may be stored.
+package struct ResponseRoute: Sendable, Equatable {
+    /// The redirects followed on the way, in order: after a temporary one (302, 303, 307) the
+    /// final response is not stored under the original URL, which may point elsewhere next time.
+    package var redirectStatuses: [Int]
+    /// A redirect on the way set a cookie: the final response may depend on it.
+    package var cookieSetOnTheWay: Bool
+    /// The app answered an authentication challenge with a credential on the way: the response
+    /// belongs to that credential, which the request's fingerprint does not show.
+    package var answeredWithCredential: Bool
+
+    package init(redirectStatuses: [Int] = [], cookieSetOnTheWay: Bool = false, answeredWithCredential: Bool = false) {
+        self.redirectStatuses = redirectStatuses
+        self.cookieSetOnTheWay = cookieSetOnTheWay
+        self.answeredWithCredential = answeredWithCredential
+    }
+
+    /// Reached directly, with nothing of the above.
+    package static let direct = ResponseRoute()
+}
+
 /// Whether and how long a response is stored: the output of the storage half of the core.
 package enum StorageDecision: Sendable, Equatable {
     case store(freshnessLifetime: TimeInterval, initialAge: TimeInterval)
@@ -119,19 +140,24 @@ extension CachingPolicy {
     /// corrected initial age (RFC 9111 §4.2), from its status and headers and the times the
     /// request was sent and the response received.
     ///
-    /// `redirectStatuses` are the redirects followed on the way to the response: after a
-    /// temporary one (302, 303, 307) the final response is not stored under the original URL,
-    /// which may point elsewhere next time.
+    /// `route` says how the response was reached, where that matters (see `ResponseRoute`).
     package func storageDecision(
         for request: CacheRequest,
         status: Int,
         headers: HTTPHeaders,
         requestDate: Date,
         responseDate: Date,
-        redirectStatuses: [Int] = []
+        route: ResponseRoute = .direct
     ) -> StorageDecision {
-        if redirectStatuses.contains(where: Self.temporaryRedirectStatuses.contains) {
+        if route.redirectStatuses.contains(where: Self.temporaryRedirectStatuses.contains) {
             return .doNotStore(reason: "temporary redirect")
+        }
+        if route.cookieSetOnTheWay { return .doNotStore(reason: "cookie set on a redirect") }
+        if route.answeredWithCredential { return .doNotStore(reason: "answered with the app's credential") }
+        if (300...399).contains(status), headers.contains("Location") {
+            // The app chose not to follow it; stored, it would be served as the final answer to
+            // requests whose apps follow redirects (this layer never replays a redirect).
+            return .doNotStore(reason: "redirect not followed")
         }
         if request.directives.noStore { return .doNotStore(reason: "request no-store") }
         let directives = Self.responseDirectives(headers)

@@ -62,8 +62,7 @@ extension CachingURLProtocol {
         } else if Installation.current == nil {
             Installation.install(CachingConfiguration())
         }
-        let protocolClass: AnyClass = SessionSettings(sessionConfiguration).map(SessionClasses.protocolClass(for:))
-            ?? CachingURLProtocol.self
+        let protocolClass: AnyClass = SessionClasses.protocolClass(for: SessionSettings(sessionConfiguration))
         let others = (sessionConfiguration.protocolClasses ?? []).filter { !($0 is CachingURLProtocol.Type) }
         sessionConfiguration.protocolClasses = [protocolClass] + others
     }
@@ -123,8 +122,7 @@ enum Installation {
 
     /// An engine whose upstream requests never come back through the caching protocol.
     static func makeEngine(_ configuration: CachingConfiguration) -> CacheEngine {
-        CacheEngine(configuration: configuration,
-                    upstream: UpstreamClient(leavingOut: { $0 is CachingURLProtocol.Type }))
+        CacheEngine(configuration: configuration, leavingOut: { $0 is CachingURLProtocol.Type })
     }
 
     static func uninstall() {

@@ -13,32 +13,36 @@ import FoundationNetworking
 ///
 /// What the protocol leaves to Foundation untouched: methods other than GET (an unsafe method
 /// first drops what is stored for its URL), requests the app made conditional or partial
-/// itself, `Cache-Control: no-store` requests, and schemes other than http and https.
+/// itself, `Cache-Control: no-store` requests, event streams (`Accept: text/event-stream`),
+/// schemes other than http and https, and on Apple platforms download, upload, stream and
+/// WebSocket tasks.
+///
+/// What the app's session decides stays its own: its delegate answers authentication challenges
+/// and decides redirects, its cookie jar and cookie policy apply, and so do its other settings
+/// (see `SessionSettings`). Every answer carries a `Cache-Status` header (RFC 9211) unless
+/// ``CachingConfiguration/addsCacheStatus`` is off; it is the one header the layer adds.
 ///
 /// Foundation creates and drives the instances; apps never do. (Sessions configured with
 /// ``inject(into:using:)`` may get a subclass of their own that carries the configuration's
-/// additional headers and timeout; see `SessionSettings`.)
+/// settings; see `SessionClasses`.)
 public class CachingURLProtocol: URLProtocol {
 
-    private struct LoadingState {
-        /// Set by `stopLoading` and by the delivery of the answer: the client is never called
-        /// afterwards (on Linux that crashes the process).
-        var isStopped = false
-        var handle: LoadHandle?
-    }
-    private let loading = Locked(LoadingState())
+    /// The load in progress, for `stopLoading`.
+    private let loading = Locked<LoadHandle?>(nil)
+    /// The way to the client, made in `startLoading`.
+    private let delivery = Locked<ClientDelivery?>(nil)
 
     // MARK: URLProtocol
 
-    /// `request` with what this class's session configuration adds to it (see `SessionSettings`).
-    class func sessionRequest(_ request: URLRequest) -> URLRequest {
-        SessionClasses.settings(of: self)?.apply(to: request) ?? request
+    /// The settings of the app session this class serves (see `SessionClasses`).
+    class var sessionSettings: SessionSettings {
+        SessionClasses.settings(of: self)
     }
 
     public override class func canInit(with request: URLRequest) -> Bool {
         if Registration.isProbe(request) { return true }
         guard let engine = Installation.current else { return false }
-        let request = sessionRequest(request)
+        let request = sessionSettings.apply(to: request)
         switch RequestDisposition(request) {
         case .cacheable:
             return true
@@ -56,10 +60,12 @@ public class CachingURLProtocol: URLProtocol {
     }
 
     #if !canImport(FoundationNetworking)
-    /// Download and stream tasks are left to Foundation: their bodies go to files and streams,
-    /// which a cache in front of them would have to buffer.
+    /// Data tasks only: download, upload, stream and WebSocket tasks are left to the system
+    /// (their bodies go to files and streams, which a cache in front of them would buffer).
     public override class func canInit(with task: URLSessionTask) -> Bool {
-        guard task is URLSessionDataTask, let request = task.currentRequest else { return false }
+        guard task is URLSessionDataTask, !(task is URLSessionUploadTask), let request = task.currentRequest else {
+            return false
+        }
         return canInit(with: request)
     }
     #endif
@@ -69,82 +75,77 @@ public class CachingURLProtocol: URLProtocol {
     }
 
     public override func startLoading() {
-        loading.withLock { $0 = LoadingState() }
+        #if canImport(FoundationNetworking)
+        let delivery = ClientDelivery(owner: self, executor: CallingThreadExecutor())
+        #else
+        let delivery = ClientDelivery(owner: self, executor: ClientThreadExecutor())
+        #endif
+        self.delivery.withLock { $0 = delivery }
         if Registration.isProbe(request) {
-            return deliver(Registration.probeAnswer(for: request))
+            return delivery.deliver(Registration.probeAnswer(for: request))
         }
         #if canImport(FoundationNetworking)
         if task is URLSessionDownloadTask {
             // corelibs reads a download's file location from a property only its own protocol can
-            // set, and crashes without it: refuse clearly instead.
+            // set, and crashes without it: refuse clearly instead (linux-foundation-notes 17).
             let reason = CachingError(.unsupportedTask, "download tasks cannot go through a URLProtocol on Linux; "
                                       + "use a session without CachingURLProtocol for downloads")
-            return deliver(.failure(URLError(.unsupportedURL, userInfo: [NSUnderlyingErrorKey: reason,
-                                                                          NSLocalizedDescriptionKey: reason.description])))
+            return delivery.deliver(.failure(URLError(.unsupportedURL, userInfo: [NSUnderlyingErrorKey: reason,
+                                                                                   NSLocalizedDescriptionKey: reason.description])))
         }
         #endif
         // `canInit` accepted the request, so it is a cacheable GET.
-        let request = Self.sessionRequest(self.request)
+        let settings = Self.sessionSettings
+        let request = settings.apply(to: self.request)
         guard let engine = Installation.current, let key = CacheKey.make(for: request) else {
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
-            return deliver(.failure(URLError(.cancelled, userInfo: [NSUnderlyingErrorKey: reason,
-                                                                     NSLocalizedDescriptionKey: reason.description])))
+            return delivery.deliver(.failure(URLError(.cancelled, userInfo: [NSUnderlyingErrorKey: reason,
+                                                                              NSLocalizedDescriptionKey: reason.description])))
         }
-        switch engine.load(CacheRequest(request, key: key), receiver: Receiver(owner: self)) {
+        let client = Client(delivery: delivery, redirects: AppTaskRedirects.handling(for: task, rules: delivery.rules))
+        switch engine.load(CacheRequest(request, key: key), from: settings, client: client) {
         case .answered(let answer):
-            deliver(answer)
+            delivery.deliver(answer)
         case .pending(let handle):
-            let stoppedMeanwhile = loading.withLock { state -> Bool in
-                state.handle = handle
-                return state.isStopped
-            }
-            if stoppedMeanwhile { handle.cancel() }
+            loading.withLock { $0 = handle }
+            // Stopped while the load started: it leaves its exchange, so an upstream request
+            // nobody waits for is cancelled.
+            if delivery.isStopped { handle.cancel() }
         }
     }
 
     public override func stopLoading() {
-        let handle = loading.withLock { state -> LoadHandle? in
-            state.isStopped = true
-            defer { state.handle = nil }
-            return state.handle
-        }
-        handle?.cancel()
+        delivery.withLock { $0 }?.stop()
+        loading.withLock { handle -> LoadHandle? in
+            defer { handle = nil }
+            return handle
+        }?.cancel()
     }
 
     // MARK: Delivery
 
-    private struct Receiver: AnswerReceiver, @unchecked Sendable {
-        // @unchecked: URLProtocol is not Sendable; `deliver` only touches the instance's Locked
-        // state and its client, which Foundation allows from any thread.
-        let owner: CachingURLProtocol
+    /// What the engine hands a load's answer and its news to: the protocol's `ClientDelivery`.
+    private struct Client: LoadClient {
+        let delivery: ClientDelivery
+        let redirects: RedirectHandling
+
+        var streamsBody: Bool { delivery.rules.streamsBodies }
 
         func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
-            owner.deliver(answer)
+            delivery.deliver(answer)
         }
-    }
 
-    /// Hands the answer to Foundation: the response, the whole body in one `didLoad` (Linux
-    /// completion handlers and `async` callers only see the last chunk), then the end.
-    ///
-    /// The lock is held across the client calls on purpose: `stopLoading` takes the same lock,
-    /// so it either comes first (and nothing is delivered) or waits until delivery is complete.
-    /// None of the client calls re-enters the protocol.
-    private func deliver(_ answer: Answer) {
-        loading.withLock { state in
-            guard !state.isStopped else { return }
-            state.isStopped = true
-            state.handle = nil
-            guard let client else { return }
-            switch answer {
-            case .response(let response, let body):
-                client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
-                if !body.isEmpty {
-                    client.urlProtocol(self, didLoad: body)
-                }
-                client.urlProtocolDidFinishLoading(self)
-            case .failure(let error):
-                client.urlProtocol(self, didFailWithError: error)
-            }
+        func receiveHead(_ response: HTTPURLResponse) {
+            delivery.deliverHead(response)
+        }
+
+        func receiveChunk(_ data: Data) {
+            delivery.deliverChunk(data)
+        }
+
+        func answer(_ challenge: URLAuthenticationChallenge,
+                    reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+            delivery.forward(challenge, reply: reply)
         }
     }
 }

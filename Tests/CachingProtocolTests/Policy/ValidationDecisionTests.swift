@@ -130,12 +130,12 @@ final class ValidationDecisionTests: XCTestCase {
         let headers = HTTPHeaders(["Cache-Control": "max-age=600"])
         for status in [302, 303, 307] {
             XCTAssertEqual(heuristic.storageDecision(for: F.request(), status: 200, headers: headers, requestDate: F.start,
-                                                     responseDate: F.start, redirectStatuses: [301, status]),
+                                                     responseDate: F.start, route: ResponseRoute(redirectStatuses: [301, status])),
                            .doNotStore(reason: "temporary redirect"), "\(status)")
         }
         for status in [301, 308] {
             XCTAssertEqual(heuristic.storageDecision(for: F.request(), status: 200, headers: headers, requestDate: F.start,
-                                                     responseDate: F.start, redirectStatuses: [status]),
+                                                     responseDate: F.start, route: ResponseRoute(redirectStatuses: [status])),
                            .store(freshnessLifetime: 600, initialAge: 0), "\(status) is permanent")
         }
     }

@@ -1,0 +1,171 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The app session a request comes from, as the cache must honour it: what its configuration
+/// adds to requests, and everything its traffic to the origin must obey (cookie jar and policy,
+/// proxies, TLS, cellular and connectivity rules, connection limits).
+///
+/// A `URLProtocol` never sees its session, only its class, so ``CachingURLProtocol/inject(into:using:)``
+/// records the settings of each session configuration it is given (`SessionClasses`) and the
+/// protocol reads them back here:
+///
+/// - **The request.** swift-corelibs-foundation adds `httpAdditionalHeaders` and applies
+///   `timeoutIntervalForRequest` only inside its own HTTP protocol, after a protocol was chosen;
+///   Apple adds the session's cookies only after the protocol saw the request. `apply(to:)`
+///   does both, so the credential fingerprint and `Vary` see the request as the origin will.
+///   The session's `requestCachePolicy` applies to requests that kept the default policy.
+/// - **The upstream session.** `upstreamConfiguration(leavingOut:)` is a copy of the app's
+///   configuration, so every setting the platform honours applies to the cache's own requests
+///   too; only what the cache must own differs (see there).
+struct SessionSettings: Sendable, Hashable {
+    /// The app's configuration as it was when recorded (a copy, never mutated).
+    private let snapshot: ConfigurationSnapshot
+    /// What makes two configurations different for the cache: the fields below, compared
+    /// instead of the configuration object (which compares by identity).
+    private let fingerprint: Fingerprint
+
+    /// The settings of a session made from `configuration`.
+    init(_ configuration: URLSessionConfiguration) {
+        let copy = configuration.copy() as! URLSessionConfiguration
+        snapshot = ConfigurationSnapshot(configuration: copy)
+        fingerprint = Fingerprint(copy)
+    }
+
+    /// The settings of `URLSessionConfiguration.default`: those of `URLSession.shared`, and of
+    /// every injected configuration that changes none of them.
+    static let standard = SessionSettings(URLSessionConfiguration.default)
+
+    /// `URLRequest`'s default `timeoutInterval`, and `URLSessionConfiguration`'s default
+    /// `timeoutIntervalForRequest`.
+    static let defaultTimeout: TimeInterval = 60
+
+    /// Whether this layer must put the session's cookies on a request itself: Apple's loader
+    /// adds them after the protocol saw the request (apple-urlprotocol-notes 6); corelibs adds
+    /// them when the task is created, before (linux-foundation-notes 16).
+    #if canImport(FoundationNetworking)
+    static let addsSessionCookies = false
+    #else
+    static let addsSessionCookies = true
+    #endif
+
+    // MARK: The request
+
+    /// `request` as the session would have sent it: its additional headers (the request's own
+    /// win, as in Foundation), its timeout when the request kept the default, its cache policy
+    /// when the request kept the default, and (on Apple) its cookies.
+    func apply(to request: URLRequest) -> URLRequest {
+        let configuration = snapshot.configuration
+        var request = request
+        for (name, value) in fingerprint.additionalHeaders where request.value(forHTTPHeaderField: name) == nil {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        if request.timeoutInterval == Self.defaultTimeout, fingerprint.timeoutIntervalForRequest > 0 {
+            request.timeoutInterval = fingerprint.timeoutIntervalForRequest
+        }
+        if request.cachePolicy == .useProtocolCachePolicy {
+            request.cachePolicy = configuration.requestCachePolicy
+        }
+        if Self.addsSessionCookies, configuration.httpShouldSetCookies, request.httpShouldHandleCookies,
+           let jar = configuration.httpCookieStorage, let url = request.url,
+           let cookie = HTTPCookie.requestHeaderFields(with: jar.cookies(for: url) ?? [])["Cookie"], !cookie.isEmpty {
+            request.setValue(cookie, forHTTPHeaderField: "Cookie")
+        }
+        return request
+    }
+
+    /// Whether `apply(to:)` changes nothing, so the base protocol class can serve the session.
+    var isStandard: Bool { self == Self.standard }
+
+    // MARK: The upstream session
+
+    /// The configuration of the cache's own session for this app session: a copy of the app's,
+    /// so its cookie jar and accept policy, proxies, TLS versions, cellular, expensive and
+    /// constrained network rules, `waitsForConnectivity` and connection limits apply to the
+    /// cache's requests as they would to the app's. What differs, and why:
+    /// - `protocolClasses` leave the caching protocol out (`isCachingProtocol`): the cache never
+    ///   intercepts its own traffic;
+    /// - no `urlCache`, and `reloadIgnoringLocalCacheData`: the cache is this layer;
+    /// - no `urlCredentialStorage`: challenges go back to the app's session, which answers them
+    ///   with its own storage and delegate (see `UpstreamClient`);
+    /// - no `httpAdditionalHeaders`: `apply(to:)` put them on the request already;
+    /// - on Apple, `httpShouldSetCookies` off: `apply(to:)` put the cookies on the request, and
+    ///   each redirect hop comes back through the protocol, which adds the jar's cookies again.
+    ///   On Linux the upstream session follows redirects itself and sets the jar's cookies on
+    ///   every hop (the first hop's are the ones the app's session already set).
+    func upstreamConfiguration(leavingOut isCachingProtocol: (AnyClass) -> Bool) -> URLSessionConfiguration {
+        let configuration = snapshot.configuration.copy() as! URLSessionConfiguration
+        configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { !isCachingProtocol($0) }
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.urlCredentialStorage = nil
+        configuration.httpAdditionalHeaders = nil
+        if Self.addsSessionCookies { configuration.httpShouldSetCookies = false }
+        return configuration
+    }
+
+    static func == (lhs: SessionSettings, rhs: SessionSettings) -> Bool {
+        lhs.fingerprint == rhs.fingerprint
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(fingerprint)
+    }
+}
+
+/// A copy of an app's session configuration, held but never mutated.
+private final class ConfigurationSnapshot: @unchecked Sendable {
+    // @unchecked: URLSessionConfiguration is not Sendable; this copy is only read (and copied).
+    let configuration: URLSessionConfiguration
+
+    init(configuration: URLSessionConfiguration) {
+        self.configuration = configuration
+    }
+}
+
+/// The settings that tell two session configurations apart, as values.
+private struct Fingerprint: Hashable {
+    var additionalHeaders: [String: String] = [:]
+    var timeoutIntervalForRequest: TimeInterval
+    var timeoutIntervalForResource: TimeInterval
+    var requestCachePolicy: UInt
+    var cookieStorage: ObjectIdentifier?
+    var cookieAcceptPolicy: UInt
+    var shouldSetCookies: Bool
+    var allowsCellularAccess: Bool
+    var networkServiceType: UInt
+    var maximumConnectionsPerHost: Int
+    /// `connectionProxyDictionary`, described (its values are `Any`).
+    var proxies: String
+    /// Apple-only settings, described.
+    var platform: String
+
+    init(_ configuration: URLSessionConfiguration) {
+        for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
+            guard let name = name as? String else { continue }
+            additionalHeaders[name] = (value as? String) ?? String(describing: value)
+        }
+        timeoutIntervalForRequest = configuration.timeoutIntervalForRequest
+        timeoutIntervalForResource = configuration.timeoutIntervalForResource
+        requestCachePolicy = configuration.requestCachePolicy.rawValue
+        cookieStorage = configuration.httpCookieStorage.map(ObjectIdentifier.init)
+        cookieAcceptPolicy = configuration.httpCookieAcceptPolicy.rawValue
+        shouldSetCookies = configuration.httpShouldSetCookies
+        allowsCellularAccess = configuration.allowsCellularAccess
+        networkServiceType = configuration.networkServiceType.rawValue
+        maximumConnectionsPerHost = configuration.httpMaximumConnectionsPerHost
+        proxies = (configuration.connectionProxyDictionary ?? [:])
+            .map { "\($0.key)=\($0.value)" }.sorted().joined(separator: "\n")
+        #if canImport(FoundationNetworking)
+        platform = ""
+        #else
+        platform = [
+            "\(configuration.waitsForConnectivity)", "\(configuration.allowsExpensiveNetworkAccess)",
+            "\(configuration.allowsConstrainedNetworkAccess)", "\(configuration.tlsMinimumSupportedProtocolVersion.rawValue)",
+            "\(configuration.tlsMaximumSupportedProtocolVersion.rawValue)", "\(configuration.multipathServiceType.rawValue)",
+            "\(configuration.httpShouldUsePipelining)",
+        ].joined(separator: " ")
+        #endif
+    }
+}

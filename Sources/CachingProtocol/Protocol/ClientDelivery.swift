@@ -1,0 +1,229 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How a `CachingURLProtocol` talks to its `URLProtocolClient`: on which thread, in what
+/// pieces, and never after `stopLoading`. Every platform difference of delivery is in `Rules`.
+///
+/// Threading: `deliver…` and `forward` may be called from any thread (the engine's queues, the
+/// upstream session's); the executor moves each delivery to where the client may be called.
+final class ClientDelivery: Sendable {
+    /// What the platform's URL loading system expects from a protocol: the one place where
+    /// Linux and Apple platforms differ.
+    struct Rules: Sendable {
+        /// Whether a body fetched from the origin goes to the client as it arrives. Apple's
+        /// client accumulates `didLoad` chunks for completion handlers (apple-urlprotocol-notes 7);
+        /// on Linux completion handlers and `async` callers see only the last chunk
+        /// (linux-foundation-notes 10), so the whole body goes in one `didLoad`.
+        var streamsBodies: Bool
+        /// Whether client calls are made while holding the delivery lock. On Linux deliveries
+        /// come from the engine's queues while `stopLoading` runs on the session's queue: the
+        /// lock orders them, so nothing reaches the client after `stopLoading` (which would
+        /// crash, linux-foundation-notes 11); corelibs' client calls never call back into the
+        /// protocol. On Apple every client call and `stopLoading` run on the client thread,
+        /// which orders them, and no lock is held across a client call (`os_unfair_lock` traps
+        /// when the client re-enters, apple-urlprotocol-notes 11).
+        var holdsLockAcrossClientCalls: Bool
+        /// Whether challenges raised on the way go to the client with a sender that relays the
+        /// app's answer (apple-urlprotocol-notes 5). corelibs raises none before a response (its
+        /// 401 reaches the app's session as a response, and the session raises the challenge).
+        var forwardsChallenges: Bool
+        /// Whether redirects are reported to the client (`wasRedirectedTo`) rather than followed
+        /// inside; on Linux that client call is a `fatalError` (linux-foundation-notes 15).
+        var reportsRedirects: Bool
+
+        #if canImport(FoundationNetworking)
+        static let platform = Rules(streamsBodies: false, holdsLockAcrossClientCalls: true,
+                                    forwardsChallenges: false, reportsRedirects: false)
+        #else
+        static let platform = Rules(streamsBodies: true, holdsLockAcrossClientCalls: false,
+                                    forwardsChallenges: true, reportsRedirects: true)
+        #endif
+    }
+
+    private struct State {
+        /// Set by `stop` and by the end of the answer: nothing reaches the client afterwards.
+        var isStopped = false
+        /// The response went to the client already (streamed): the answer only ends the load.
+        var sentHead = false
+        /// The protocol instance, for the client calls (weak: the protocol holds this object).
+        weak var owner: URLProtocol?
+    }
+
+    let rules: Rules
+    private let executor: ClientExecutor
+    private let state: Locked<State>
+
+    init(owner: URLProtocol, executor: ClientExecutor, rules: Rules = .platform) {
+        self.rules = rules
+        self.executor = executor
+        state = Locked(State(owner: owner))
+    }
+
+    // MARK: Deliveries
+
+    /// Hands the answer to the client and ends the load: the response (unless streamed
+    /// already), the body (in one `didLoad`), the end; or a redirect report; or the error.
+    func deliver(_ answer: Answer) {
+        perform(ending: true) { client, owner, sentHead in
+            switch answer {
+            case .response(let response, let body):
+                if !sentHead {
+                    client.urlProtocol(owner, didReceive: response, cacheStoragePolicy: .notAllowed)
+                    if !body.isEmpty { client.urlProtocol(owner, didLoad: body) }
+                }
+                client.urlProtocolDidFinishLoading(owner)
+            case .redirect(let response, let request):
+                // As Apple's CustomHTTPProtocol sample does: report, then end this load as
+                // cancelled; the app's session asks its delegate and starts the next load.
+                client.urlProtocol(owner, wasRedirectedTo: request, redirectResponse: response)
+                client.urlProtocol(owner, didFailWithError: NSError(domain: NSCocoaErrorDomain, code: CocoaError.userCancelled.rawValue))
+            case .failure(let error):
+                client.urlProtocol(owner, didFailWithError: error)
+            }
+        }
+    }
+
+    /// The response of a body that follows in pieces (`rules.streamsBodies`).
+    func deliverHead(_ response: HTTPURLResponse) {
+        perform(ending: false, sendsHead: true) { client, owner, _ in
+            client.urlProtocol(owner, didReceive: response, cacheStoragePolicy: .notAllowed)
+        }
+    }
+
+    /// A piece of the body after `deliverHead`.
+    func deliverChunk(_ data: Data) {
+        perform(ending: false) { client, owner, _ in
+            client.urlProtocol(owner, didLoad: data)
+        }
+    }
+
+    /// Forwards a challenge raised on the way to the client, with a sender that relays the
+    /// app's answer to `reply` (`rules.forwardsChallenges`); otherwise default handling.
+    func forward(_ challenge: URLAuthenticationChallenge,
+                 reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        guard rules.forwardsChallenges else { return reply(.performDefaultHandling, nil) }
+        let delivered = perform(ending: false) { client, owner, _ in
+            let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
+            client.urlProtocol(owner, didReceive: relayed)
+        }
+        if !delivered { reply(.cancelAuthenticationChallenge, nil) }
+    }
+
+    /// `stopLoading`: from now on nothing reaches the client.
+    func stop() {
+        state.withLock { $0.isStopped = true }
+    }
+
+    /// Whether the load was stopped or answered.
+    var isStopped: Bool {
+        state.withLock { $0.isStopped }
+    }
+
+    // MARK: The one path to the client
+
+    /// Runs `calls` where the client may be called, unless the load stopped; `ending` marks it
+    /// stopped afterwards, `sendsHead` marks the response sent. `calls` learns whether the
+    /// response was sent before. Returns false when it already knows nothing will be delivered.
+    @discardableResult
+    private func perform(ending: Bool, sendsHead: Bool = false,
+                         _ calls: @escaping @Sendable (URLProtocolClient, URLProtocol, _ sentHead: Bool) -> Void) -> Bool {
+        if state.withLock({ $0.isStopped }) { return false }
+        executor.run { [state, rules] in
+            func claim(_ state: inout State) -> (URLProtocolClient, URLProtocol, Bool)? {
+                guard !state.isStopped, let owner = state.owner, let client = owner.client else { return nil }
+                let sentHead = state.sentHead
+                if ending { state.isStopped = true }
+                if sendsHead { state.sentHead = true }
+                return (client, owner, sentHead)
+            }
+            if rules.holdsLockAcrossClientCalls {
+                state.withLock { state in
+                    if let (client, owner, sentHead) = claim(&state) { calls(client, owner, sentHead) }
+                }
+            } else if let (client, owner, sentHead) = state.withLock({ claim(&$0) }) {
+                calls(client, owner, sentHead)
+            }
+        }
+        return true
+    }
+}
+
+/// Runs client deliveries where the client may be called.
+protocol ClientExecutor: Sendable {
+    func run(_ work: @escaping @Sendable () -> Void)
+}
+
+/// Runs a delivery at once, on the thread that asks (Linux, where the delivery lock orders the
+/// client calls against `stopLoading`).
+struct CallingThreadExecutor: ClientExecutor {
+    func run(_ work: @escaping @Sendable () -> Void) {
+        work()
+    }
+}
+
+#if !canImport(FoundationNetworking)
+/// Runs deliveries on the thread that called `startLoading`, through its run loop, in the mode
+/// that thread was running in (and the common modes): Apple's contract for `URLProtocolClient`
+/// calls (apple-urlprotocol-notes 2). A delivery asked for on that thread runs at once.
+final class ClientThreadExecutor: ClientExecutor, @unchecked Sendable {
+    // @unchecked: CFRunLoopPerformBlock and CFRunLoopWakeUp may be called from any thread.
+    private let runLoop: CFRunLoop
+    private let modes: CFArray
+
+    /// Captures the calling thread's run loop; call it in `startLoading`.
+    init() {
+        runLoop = CFRunLoopGetCurrent()
+        let current = CFRunLoopCopyCurrentMode(runLoop) ?? CFRunLoopMode.defaultMode
+        let common = CFRunLoopMode.commonModes
+        modes = (current == common ? [common] : [current, common]) as CFArray
+    }
+
+    func run(_ work: @escaping @Sendable () -> Void) {
+        if CFRunLoopGetCurrent() === runLoop {
+            work()
+            return
+        }
+        CFRunLoopPerformBlock(runLoop, modes, work)
+        CFRunLoopWakeUp(runLoop)
+    }
+}
+#endif
+
+/// The sender of a challenge forwarded to the client: relays the app's answer to the upstream
+/// request that raised it, once.
+private final class ChallengeRelay: NSObject, URLAuthenticationChallengeSender, Sendable {
+    private let reply: Locked<(@Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)?>
+
+    init(_ reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        self.reply = Locked(reply)
+    }
+
+    private func answer(_ disposition: URLSession.AuthChallengeDisposition, _ credential: URLCredential?) {
+        reply.withLock { reply -> (@Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)? in
+            defer { reply = nil }
+            return reply
+        }?(disposition, credential)
+    }
+
+    func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {
+        answer(.useCredential, credential)
+    }
+
+    func continueWithoutCredential(for challenge: URLAuthenticationChallenge) {
+        answer(.useCredential, nil)
+    }
+
+    func cancel(_ challenge: URLAuthenticationChallenge) {
+        answer(.cancelAuthenticationChallenge, nil)
+    }
+
+    func performDefaultHandling(for challenge: URLAuthenticationChallenge) {
+        answer(.performDefaultHandling, nil)
+    }
+
+    func rejectProtectionSpaceAndContinue(with challenge: URLAuthenticationChallenge) {
+        answer(.rejectProtectionSpace, nil)
+    }
+}

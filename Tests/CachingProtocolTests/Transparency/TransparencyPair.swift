@@ -1,0 +1,124 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// The same app code run twice — on a session without the layer and on the same kind of
+/// session with `CachingURLProtocol.inject(into:)` — so a test can assert the app sees the same
+/// thing either way.
+///
+/// Each run gets a fresh origin log and a fresh `AppDelegate`; `configure` builds the session
+/// configuration (before the layer is injected into one of the two), and `run` is the app code.
+struct TransparencyPair {
+    /// What one run of the app code saw.
+    struct Observation: Equatable, CustomStringConvertible {
+        /// The app code's own result (status, body, an error code, …) as text.
+        var result: String
+        /// Every delegate call, in order (see `AppDelegate`).
+        var delegateCalls: [String]
+        /// The requests that reached the origin: method, path and the headers a test names.
+        var originTraffic: [String]
+
+        var description: String {
+            "result: \(result)\ndelegate: \(delegateCalls)\norigin: \(originTraffic)"
+        }
+    }
+
+    let origin: LoopbackOrigin
+    /// Request headers to show in `originTraffic` (for example `Authorization`, `Cookie`).
+    var loggedHeaders: [String] = []
+
+    /// Runs `run` without and then with the layer; returns both observations.
+    func observe(
+        configure: (URLSessionConfiguration) -> Void = { _ in },
+        delegate makeDelegate: () -> AppDelegate = { AppDelegate() },
+        cache: CachingURLCache,
+        run: (URLSession, AppDelegate) async throws -> String
+    ) async throws -> (without: Observation, with: Observation) {
+        var observations: [Observation] = []
+        for withLayer in [false, true] {
+            origin.resetLog()
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.timeoutIntervalForRequest = 10
+            configure(configuration)
+            if withLayer {
+                CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache))
+            }
+            let delegate = makeDelegate()
+            let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+            defer { session.finishTasksAndInvalidate() }
+            let result: String
+            do {
+                result = try await run(session, delegate)
+            } catch let error as URLError {
+                result = "URLError \(error.code.rawValue)"
+            }
+            let traffic = origin.requests.map { request in
+                ([request.method, request.target] + loggedHeaders.compactMap { name in
+                    request.header(name).map { "\(name): \($0)" }
+                }).joined(separator: " ")
+            }
+            observations.append(Observation(result: result, delegateCalls: delegate.calls, originTraffic: traffic))
+        }
+        return (observations[0], observations[1])
+    }
+}
+
+/// An app's session delegate that records what it is asked and answers as told: challenges with
+/// `credential` (or default handling), redirects by following or blocking.
+final class AppDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    private struct State {
+        var calls: [String] = []
+        var received = Data()
+    }
+    private let state = Locked(State())
+    let credential: URLCredential?
+    let followsRedirects: Bool
+    let done = XCTestExpectation(description: "task completed")
+
+    init(credential: URLCredential? = nil, followsRedirects: Bool = true) {
+        self.credential = credential
+        self.followsRedirects = followsRedirects
+    }
+
+    var calls: [String] { state.withLock { $0.calls } }
+    var received: Data { state.withLock { $0.received } }
+
+    private func record(_ call: String) {
+        state.withLock { $0.calls.append(call) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+                    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        record("challenge \(challenge.protectionSpace.authenticationMethod) \(challenge.protectionSpace.realm ?? "-") failures=\(challenge.previousFailureCount)")
+        if let credential {
+            completionHandler(.useCredential, credential)
+        } else {
+            completionHandler(.performDefaultHandling, nil)
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        record("redirect \(response.statusCode) to \(request.url?.absoluteString ?? "-")")
+        completionHandler(followsRedirects ? request : nil)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        record("response \((response as? HTTPURLResponse)?.statusCode ?? 0)")
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        state.withLock { $0.received.append(data) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        record("complete \(error.map { "error \(($0 as? URLError)?.code.rawValue ?? -1)" } ?? "ok")")
+        done.fulfill()
+    }
+}
