@@ -330,15 +330,15 @@ final class ExchangeListener: UpstreamListener {
     var reportedRedirectTarget: URLRequest? { state.withLock { $0.reportedRedirectTarget } }
 
     func upstreamWillRedirect(_ response: HTTPURLResponse, to request: URLRequest,
-                              decide: @escaping @Sendable (URLRequest?) -> Void) {
+                              decide: @escaping @Sendable (RedirectDecision) -> Void) {
         switch starter?.client.redirects ?? .follow {
         case .follow:
-            decide(request)
+            decide(.follow)
         case .ask(let ask):
-            ask(response, request, decide)
+            ask(response, request) { given in decide(given.map(RedirectDecision.followAsGiven) ?? .stop) }
         case .report:
             state.withLock { $0.reportedRedirectTarget = request }
-            decide(nil)
+            decide(.stop)
         }
     }
 

@@ -40,6 +40,20 @@ struct UpstreamResponse: Sendable {
     var responseDate: Date { head.responseDate }
 }
 
+/// What happens at a redirect.
+enum RedirectDecision: @unchecked Sendable {
+    // @unchecked: URLRequest is a value type but not declared Sendable on every platform.
+
+    /// Follow it as Foundation does for a task without a delegate: with the session's cookies
+    /// for the new URL (so a cookie set on the way is sent on the next hop).
+    case follow
+    /// Follow with this request exactly, as Foundation does with the request a delegate gives
+    /// back (corelibs adds no cookies to it).
+    case followAsGiven(URLRequest)
+    /// Do not follow: the 3xx is the answer.
+    case stop
+}
+
 /// What the app behind a transfer says while it runs. The engine implements it for each
 /// exchange (`ExchangeListener`); a transfer without one follows redirects, gives challenges
 /// default handling and keeps the body whole.
@@ -47,10 +61,9 @@ struct UpstreamResponse: Sendable {
 /// Threading: called on the upstream session's delegate queue; the `decide`/`answer` closures
 /// may be called from any thread, once.
 protocol UpstreamListener: Sendable {
-    /// A redirect is about to be followed: `decide` with the request to send instead (possibly
-    /// changed) or nil to stop, which makes the 3xx the answer.
+    /// A redirect is about to be followed: `decide` what happens.
     func upstreamWillRedirect(_ response: HTTPURLResponse, to request: URLRequest,
-                              decide: @escaping @Sendable (URLRequest?) -> Void)
+                              decide: @escaping @Sendable (RedirectDecision) -> Void)
     /// A challenge raised before any response arrived (server trust, client certificate, or HTTP
     /// authentication where the platform asks before delivering the 401). `answer` it.
     func upstreamDidReceive(_ challenge: URLAuthenticationChallenge,
@@ -166,14 +179,32 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
             if setsCookie { transfers[task.taskIdentifier]?.cookieSetOnTheWay = true }
             return transfers[task.taskIdentifier]?.listener
         }
-        guard let listener else { return completionHandler(request) }
-        listener.upstreamWillRedirect(response, to: request) { [transfers] decided in
-            if decided == nil {
+        let configuration = session.configuration
+        let follow: @Sendable (RedirectDecision) -> Void = { [transfers] decision in
+            switch decision {
+            case .follow:
+                completionHandler(Self.withSessionCookies(request, configuration))
+            case .followAsGiven(let given):
+                completionHandler(given)
+            case .stop:
                 // The 3xx is the answer: it was counted as a redirect followed, and is not one.
                 transfers.withLock { _ = $0[task.taskIdentifier]?.redirectStatuses.popLast() }
+                completionHandler(nil)
             }
-            completionHandler(decided)
         }
+        guard let listener else { return follow(.follow) }
+        listener.upstreamWillRedirect(response, to: request, decide: follow)
+    }
+
+    /// `request` with the cookies `configuration`'s jar holds for its URL, as corelibs configures
+    /// a redirect it follows for a task without a delegate (`URLSession._Configuration.configure`).
+    private static func withSessionCookies(_ request: URLRequest, _ configuration: URLSessionConfiguration) -> URLRequest {
+        guard configuration.httpShouldSetCookies, let jar = configuration.httpCookieStorage, let url = request.url,
+              let cookie = HTTPCookie.requestHeaderFields(with: jar.cookies(for: url) ?? [])["Cookie"], !cookie.isEmpty
+        else { return request }
+        var request = request
+        request.setValue(cookie, forHTTPHeaderField: "Cookie")
+        return request
     }
 
     func urlSession(

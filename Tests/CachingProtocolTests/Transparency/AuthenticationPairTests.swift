@@ -37,5 +37,6 @@ final class AuthenticationPairTests: CachingTestCase {
         }
         XCTAssertTrue(without.result.hasSuffix("hello alice"), "\(without)")
         XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
     }
 }

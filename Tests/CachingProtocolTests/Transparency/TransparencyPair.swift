@@ -21,9 +21,16 @@ struct TransparencyPair {
         var delegateCalls: [String]
         /// The requests that reached the origin: method, path and the headers a test names.
         var originTraffic: [String]
+        /// How many loads the layer answered in this run (0 without it): a run whose requests
+        /// all passed the layer by would make a pair equal for the wrong reason. Not compared.
+        var layerAnswers = 0
 
         var description: String {
-            "result: \(result)\ndelegate: \(delegateCalls)\norigin: \(originTraffic)"
+            "result: \(result)\ndelegate: \(delegateCalls)\norigin: \(originTraffic)\nlayer answers: \(layerAnswers)"
+        }
+
+        static func == (lhs: Observation, rhs: Observation) -> Bool {
+            lhs.result == rhs.result && lhs.delegateCalls == rhs.delegateCalls && lhs.originTraffic == rhs.originTraffic
         }
     }
 
@@ -61,7 +68,13 @@ struct TransparencyPair {
                     request.header(name).map { "\(name): \($0)" }
                 }).joined(separator: " ")
             }
-            observations.append(Observation(result: result, delegateCalls: delegate.calls, originTraffic: traffic))
+            var observation = Observation(result: result, delegateCalls: delegate.calls, originTraffic: traffic)
+            if withLayer {
+                let counted = CachingURLProtocol.statistics
+                observation.layerAnswers = counted.hits + counted.staleHits + counted.revalidatedNotModified
+                    + counted.revalidatedChanged + counted.fetched + counted.staleAfterError + counted.notInCache + counted.failed
+            }
+            observations.append(observation)
         }
         return (observations[0], observations[1])
     }

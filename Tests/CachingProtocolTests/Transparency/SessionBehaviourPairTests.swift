@@ -1,0 +1,219 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// Each row of the transparency table: the same app code without and with the layer sees the
+/// same status, body, delegate calls and origin traffic.
+final class SessionBehaviourPairTests: CachingTestCase {
+    private func pair(_ headers: [String] = []) -> TransparencyPair {
+        TransparencyPair(origin: origin, loggedHeaders: headers)
+    }
+
+    /// Runs a delegate-based data task for `request` and waits for its end.
+    private func runTask(_ session: URLSession, _ delegate: AppDelegate, _ request: URLRequest) async -> String {
+        let task = session.dataTask(with: request)
+        task.resume()
+        await fulfillment(of: [delegate.done], timeout: 20)
+        let response = task.response as? HTTPURLResponse
+        return "\(response?.statusCode ?? 0) \(response?.url?.path ?? "-") \(String(decoding: delegate.received, as: UTF8.self))"
+    }
+
+    /// Runs a completion-handler data task for `request`.
+    private func runCompletionTask(_ session: URLSession, _ request: URLRequest) async -> String {
+        await withCheckedContinuation { continuation in
+            session.dataTask(with: request) { data, response, error in
+                let http = response as? HTTPURLResponse
+                let outcome = error.map { "error \(($0 as? URLError)?.code.rawValue ?? -1)" }
+                    ?? "\(http?.statusCode ?? 0) \(http?.url?.path ?? "-") \(String(decoding: data ?? Data(), as: UTF8.self))"
+                continuation.resume(returning: outcome)
+            }.resume()
+        }
+    }
+
+    private func serveRedirect(from path: String, to location: String, status: Int = 302, cookie: String? = nil) {
+        origin.handle(path) { _ in
+            var headers = [HTTPField("Location", location)]
+            if let cookie { headers.append(HTTPField("Set-Cookie", cookie)) }
+            return OriginResponse(status: status, headers: headers, body: Data("moved".utf8))
+        }
+    }
+
+    // MARK: Redirects
+
+    func testARedirectTheDelegateBlocksIsTheAnswer() async throws {
+        serveRedirect(from: "/old", to: "/new")
+        origin.handle("/new") { _ in .text("new", headers: [HTTPField("Cache-Control", "max-age=600")]) }
+        let (without, with) = try await pair().observe(delegate: { AppDelegate(followsRedirects: false) }, cache: cache) { session, delegate in
+            await runTask(session, delegate, URLRequest(url: origin.url("/old")))
+        }
+        XCTAssertEqual(without.result, "302 /old moved", "\(without)")
+        XCTAssertTrue(without.delegateCalls.contains { $0.hasPrefix("redirect 302") }, "\(without)")
+        XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
+    }
+
+    func testARedirectTheDelegateAllowsIsFollowed() async throws {
+        serveRedirect(from: "/old", to: "/new", status: 301)
+        origin.handle("/new") { _ in .text("new", headers: [HTTPField("Cache-Control", "max-age=600")]) }
+        let (without, with) = try await pair().observe(cache: cache) { session, delegate in
+            await runTask(session, delegate, URLRequest(url: origin.url("/old")))
+        }
+        XCTAssertEqual(without.result, "200 /new new", "\(without)")
+        XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
+    }
+
+    func testARedirectToACustomSchemeReachesTheDelegate() async throws {
+        serveRedirect(from: "/authorize", to: "myapp://callback?code=abc123")
+        let (without, with) = try await pair().observe(delegate: { AppDelegate(followsRedirects: false) }, cache: cache) { session, delegate in
+            await runTask(session, delegate, URLRequest(url: origin.url("/authorize")))
+        }
+        XCTAssertTrue(without.delegateCalls.contains("redirect 302 to myapp://callback?code=abc123"), "\(without)")
+        XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
+    }
+
+    func testCompletionHandlerTasksFollowRedirectsWithoutADelegate() async throws {
+        serveRedirect(from: "/old", to: "/new")
+        origin.handle("/new") { _ in .text("new") }
+        var observed: [String] = []
+        for withLayer in [false, true] {
+            origin.resetLog()
+            let configuration = URLSessionConfiguration.ephemeral
+            if withLayer { CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache)) }
+            let plain = URLSession(configuration: configuration)
+            observed.append(await runCompletionTask(plain, URLRequest(url: origin.url("/old")))
+                            + " " + origin.requests.map(\.target).joined(separator: ","))
+            plain.finishTasksAndInvalidate()
+        }
+        XCTAssertEqual(observed[0], "200 /new new /old,/new")
+        XCTAssertEqual(observed[1], observed[0])
+    }
+
+    // MARK: Cookies
+
+    func testALoginCookieInAnEphemeralJarIsSentNextTime() async throws {
+        origin.handle("/login") { _ in
+            OriginResponse(status: 200, headers: [HTTPField("Set-Cookie", "session=alice; Path=/")], body: Data("ok".utf8))
+        }
+        origin.handle("/me") { request in .text("me: \(request.header("Cookie") ?? "nobody")") }
+        let (without, with) = try await pair(["Cookie"]).observe(cache: cache) { session, _ in
+            _ = try await session.data(from: origin.url("/login"))
+            let (data, _) = try await session.data(from: origin.url("/me"))
+            return String(decoding: data, as: UTF8.self)
+        }
+        XCTAssertEqual(without.result, "me: session=alice", "\(without)")
+        XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
+        XCTAssertNil(HTTPCookieStorage.shared.cookies(for: origin.url("/"))?.first { $0.name == "session" },
+                     "nothing lands in the shared jar")
+    }
+
+    func testACookieSetOnARedirectHopIsSentOnTheNextHop() async throws {
+        serveRedirect(from: "/start", to: "/landing", cookie: "hop=1; Max-Age=7776000; path=/")
+        origin.handle("/landing") { request in .text("landing: \(request.header("Cookie") ?? "none")") }
+        var observed: [String] = []
+        for withLayer in [false, true] {
+            origin.resetLog()
+            let configuration = URLSessionConfiguration.ephemeral
+            if withLayer { CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache)) }
+            let plain = URLSession(configuration: configuration)
+            observed.append(await runCompletionTask(plain, URLRequest(url: origin.url("/start"))))
+            plain.finishTasksAndInvalidate()
+        }
+        XCTAssertEqual(observed[0], "200 /landing landing: hop=1")
+        XCTAssertEqual(observed[1], observed[0])
+    }
+
+    /// corelibs adds no cookies to the request a delegate gives back for a redirect (only to a
+    /// redirect it follows on its own): the layer gives the app the same.
+    func testARedirectHopTheDelegateAllowsCarriesWhatTheDelegateGave() async throws {
+        serveRedirect(from: "/start", to: "/landing", cookie: "hop=1; Max-Age=7776000; path=/")
+        origin.handle("/landing") { request in .text("landing: \(request.header("Cookie") ?? "none")") }
+        let (without, with) = try await pair(["Cookie"]).observe(cache: cache) { session, delegate in
+            await runTask(session, delegate, URLRequest(url: origin.url("/start")))
+        }
+        XCTAssertTrue(without.delegateCalls.contains { $0.hasPrefix("redirect 302") }, "\(without)")
+        XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
+    }
+
+    func testACookieJarThatAcceptsNothingStaysEmpty() async throws {
+        origin.handle("/login") { _ in
+            OriginResponse(status: 200, headers: [HTTPField("Set-Cookie", "session=alice; Path=/")], body: Data("ok".utf8))
+        }
+        origin.handle("/me") { request in .text("me: \(request.header("Cookie") ?? "nobody")") }
+        let (without, with) = try await pair(["Cookie"]).observe(configure: { $0.httpCookieAcceptPolicy = .never }, cache: cache) { session, _ in
+            _ = try await session.data(from: origin.url("/login"))
+            let (data, _) = try await session.data(from: origin.url("/me"))
+            return String(decoding: data, as: UTF8.self)
+        }
+        XCTAssertEqual(without.result, "me: nobody", "\(without)")
+        XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
+    }
+
+    // MARK: Session settings
+
+    func testASessionThatReloadsAlwaysReachesTheOrigin() async throws {
+        let counter = Locked(0)
+        origin.handle("/feed") { _ in
+            let number = counter.withLock { $0 += 1; return $0 }
+            return .text("v\(number)", headers: [HTTPField("Cache-Control", "max-age=86400")])
+        }
+        let (without, with) = try await pair().observe(configure: { $0.requestCachePolicy = .reloadIgnoringLocalCacheData }, cache: cache) { session, _ in
+            var bodies: [String] = []
+            for _ in 0..<3 {
+                let (data, _) = try await session.data(from: origin.url("/feed"))
+                bodies.append(String(decoding: data, as: UTF8.self))
+            }
+            return "\(bodies.count) answers"
+        }
+        XCTAssertEqual(without.originTraffic.count, 3)
+        XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
+        XCTAssertEqual(counter.withLock { $0 }, 6, "every GET of both runs reached the origin")
+    }
+
+    // MARK: Streams
+
+    func testAnEventStreamReachesTheDelegateAsItArrives() async throws {
+        origin.handle("/events") { _ in
+            OriginResponse(status: 200, headers: [HTTPField("Content-Type", "text/event-stream")],
+                           body: Data("data: one\n\ndata: two\n\n".utf8), transfer: .chunked(chunkSize: 11))
+        }
+        let (without, with) = try await pair(["Accept"]).observe(cache: cache) { session, delegate in
+            var request = URLRequest(url: origin.url("/events"))
+            request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
+            return await runTask(session, delegate, request)
+        }
+        XCTAssertEqual(with, without)
+        XCTAssertEqual(with.layerAnswers, 0, "an event stream passes the layer by")
+        XCTAssertEqual(cache.statistics.memory.entryCount, 0, "an event stream is not the cache's")
+    }
+
+    // MARK: Task kinds
+
+    func testDownloadTasksFailWithAClearErrorOnLinux() async throws {
+        #if canImport(FoundationNetworking)
+        origin.handle("/file") { _ in .text("file") }
+        let configuration = URLSessionConfiguration.ephemeral
+        CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache))
+        let layered = URLSession(configuration: configuration)
+        defer { layered.finishTasksAndInvalidate() }
+        let failure: URLError? = await withCheckedContinuation { continuation in
+            layered.downloadTask(with: origin.url("/file")) { _, _, error in
+                continuation.resume(returning: error as? URLError)
+            }.resume()
+        }
+        XCTAssertEqual(failure?.code, .unsupportedURL)
+        let reason = failure?.userInfo[NSUnderlyingErrorKey] as? CachingError
+        XCTAssertEqual(reason?.code, .unsupportedTask)
+        XCTAssertTrue(reason?.detail.contains("use a session without CachingURLProtocol for downloads") == true)
+        #endif
+    }
+}
