@@ -55,7 +55,7 @@ struct SessionSettings: Sendable, Hashable {
     /// `request` as the session would have sent it: its additional headers (the request's own
     /// win, as in Foundation), its timeout when the request kept the default, its cache policy
     /// when the request kept the default, and (on Apple) its cookies.
-    func apply(to request: URLRequest) -> URLRequest {
+    func apply(to request: URLRequest, addingCookies: Bool = addsSessionCookies) -> URLRequest {
         let configuration = snapshot.configuration
         var request = request
         for (name, value) in fingerprint.additionalHeaders where request.value(forHTTPHeaderField: name) == nil {
@@ -67,7 +67,7 @@ struct SessionSettings: Sendable, Hashable {
         if request.cachePolicy == .useProtocolCachePolicy {
             request.cachePolicy = configuration.requestCachePolicy
         }
-        if Self.addsSessionCookies, configuration.httpShouldSetCookies, request.httpShouldHandleCookies,
+        if addingCookies, configuration.httpShouldSetCookies, request.httpShouldHandleCookies,
            let jar = configuration.httpCookieStorage, let url = request.url,
            let cookie = HTTPCookie.requestHeaderFields(with: jar.cookies(for: url) ?? [])["Cookie"], !cookie.isEmpty {
             request.setValue(cookie, forHTTPHeaderField: "Cookie")

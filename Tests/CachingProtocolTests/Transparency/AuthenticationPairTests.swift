@@ -32,11 +32,33 @@ final class AuthenticationPairTests: CachingTestCase {
     func testBasicAuthAnsweredByTheAppsDelegate() async throws {
         serveBasicAuth("/members")
         let credential = URLCredential(user: "alice", password: "secret", persistence: .forSession)
-        let (without, with) = try await pair.observe(delegate: { AppDelegate(credential: credential) }, cache: cache) { session, delegate in
+        let (without, with) = try await pair.observe(delegate: { AppDelegate(credential: credential) }, caching: makeConfiguration()) { session, delegate in
             await runTask(session, delegate, "/members")
         }
         XCTAssertTrue(without.result.hasSuffix("hello alice"), "\(without)")
         XCTAssertEqual(with, without)
         XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
+    }
+
+    /// Before, the cache's upstream session hung on the 401 and every later load of the URL
+    /// joined that stuck exchange. Each load now gets its own challenge and answer.
+    func testLoadsAfterAChallengeGetTheirOwnAnswer() async throws {
+        serveBasicAuth("/members")
+        let credential = URLCredential(user: "alice", password: "secret", persistence: .forSession)
+        let (without, with) = try await pair.observe(delegate: { AppDelegate(credential: credential) }, caching: makeConfiguration()) { session, delegate in
+            var results: [String] = []
+            for _ in 0..<2 {
+                let done = XCTestExpectation(description: "task completed")
+                delegate.expectCompletion(done)
+                let task = session.dataTask(with: origin.url("/members"))
+                task.resume()
+                await fulfillment(of: [done], timeout: 20)
+                results.append("\((task.response as? HTTPURLResponse)?.statusCode ?? 0)")
+            }
+            return results.joined(separator: " ")
+        }
+        XCTAssertEqual(without.result, "200 200", "\(without)")
+        XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 1, "the layer answered both loads")
     }
 }

@@ -47,7 +47,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
     func testARedirectTheDelegateBlocksIsTheAnswer() async throws {
         serveRedirect(from: "/old", to: "/new")
         origin.handle("/new") { _ in .text("new", headers: [HTTPField("Cache-Control", "max-age=600")]) }
-        let (without, with) = try await pair().observe(delegate: { AppDelegate(followsRedirects: false) }, cache: cache) { session, delegate in
+        let (without, with) = try await pair().observe(delegate: { AppDelegate(followsRedirects: false) }, caching: makeConfiguration()) { session, delegate in
             await runTask(session, delegate, URLRequest(url: origin.url("/old")))
         }
         XCTAssertEqual(without.result, "302 /old moved", "\(without)")
@@ -59,7 +59,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
     func testARedirectTheDelegateAllowsIsFollowed() async throws {
         serveRedirect(from: "/old", to: "/new", status: 301)
         origin.handle("/new") { _ in .text("new", headers: [HTTPField("Cache-Control", "max-age=600")]) }
-        let (without, with) = try await pair().observe(cache: cache) { session, delegate in
+        let (without, with) = try await pair().observe(caching: makeConfiguration()) { session, delegate in
             await runTask(session, delegate, URLRequest(url: origin.url("/old")))
         }
         XCTAssertEqual(without.result, "200 /new new", "\(without)")
@@ -69,7 +69,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
 
     func testARedirectToACustomSchemeReachesTheDelegate() async throws {
         serveRedirect(from: "/authorize", to: "myapp://callback?code=abc123")
-        let (without, with) = try await pair().observe(delegate: { AppDelegate(followsRedirects: false) }, cache: cache) { session, delegate in
+        let (without, with) = try await pair().observe(delegate: { AppDelegate(followsRedirects: false) }, caching: makeConfiguration()) { session, delegate in
             await runTask(session, delegate, URLRequest(url: origin.url("/authorize")))
         }
         XCTAssertTrue(without.delegateCalls.contains("redirect 302 to myapp://callback?code=abc123"), "\(without)")
@@ -84,7 +84,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
         for withLayer in [false, true] {
             origin.resetLog()
             let configuration = URLSessionConfiguration.ephemeral
-            if withLayer { CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache)) }
+            if withLayer { CachingURLProtocol.inject(into: configuration, using: makeConfiguration()) }
             let plain = URLSession(configuration: configuration)
             observed.append(await runCompletionTask(plain, URLRequest(url: origin.url("/old")))
                             + " " + origin.requests.map(\.target).joined(separator: ","))
@@ -101,7 +101,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
             OriginResponse(status: 200, headers: [HTTPField("Set-Cookie", "session=alice; Path=/")], body: Data("ok".utf8))
         }
         origin.handle("/me") { request in .text("me: \(request.header("Cookie") ?? "nobody")") }
-        let (without, with) = try await pair(["Cookie"]).observe(cache: cache) { session, _ in
+        let (without, with) = try await pair(["Cookie"]).observe(caching: makeConfiguration()) { session, _ in
             _ = try await session.data(from: origin.url("/login"))
             let (data, _) = try await session.data(from: origin.url("/me"))
             return String(decoding: data, as: UTF8.self)
@@ -120,7 +120,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
         for withLayer in [false, true] {
             origin.resetLog()
             let configuration = URLSessionConfiguration.ephemeral
-            if withLayer { CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache)) }
+            if withLayer { CachingURLProtocol.inject(into: configuration, using: makeConfiguration()) }
             let plain = URLSession(configuration: configuration)
             observed.append(await runCompletionTask(plain, URLRequest(url: origin.url("/start"))))
             plain.finishTasksAndInvalidate()
@@ -134,7 +134,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
     func testARedirectHopTheDelegateAllowsCarriesWhatTheDelegateGave() async throws {
         serveRedirect(from: "/start", to: "/landing", cookie: "hop=1; Max-Age=7776000; path=/")
         origin.handle("/landing") { request in .text("landing: \(request.header("Cookie") ?? "none")") }
-        let (without, with) = try await pair(["Cookie"]).observe(cache: cache) { session, delegate in
+        let (without, with) = try await pair(["Cookie"]).observe(caching: makeConfiguration()) { session, delegate in
             await runTask(session, delegate, URLRequest(url: origin.url("/start")))
         }
         XCTAssertTrue(without.delegateCalls.contains { $0.hasPrefix("redirect 302") }, "\(without)")
@@ -147,7 +147,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
             OriginResponse(status: 200, headers: [HTTPField("Set-Cookie", "session=alice; Path=/")], body: Data("ok".utf8))
         }
         origin.handle("/me") { request in .text("me: \(request.header("Cookie") ?? "nobody")") }
-        let (without, with) = try await pair(["Cookie"]).observe(configure: { $0.httpCookieAcceptPolicy = .never }, cache: cache) { session, _ in
+        let (without, with) = try await pair(["Cookie"]).observe(configure: { $0.httpCookieAcceptPolicy = .never }, caching: makeConfiguration()) { session, _ in
             _ = try await session.data(from: origin.url("/login"))
             let (data, _) = try await session.data(from: origin.url("/me"))
             return String(decoding: data, as: UTF8.self)
@@ -165,7 +165,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
             let number = counter.withLock { $0 += 1; return $0 }
             return .text("v\(number)", headers: [HTTPField("Cache-Control", "max-age=86400")])
         }
-        let (without, with) = try await pair().observe(configure: { $0.requestCachePolicy = .reloadIgnoringLocalCacheData }, cache: cache) { session, _ in
+        let (without, with) = try await pair().observe(configure: { $0.requestCachePolicy = .reloadIgnoringLocalCacheData }, caching: makeConfiguration()) { session, _ in
             var bodies: [String] = []
             for _ in 0..<3 {
                 let (data, _) = try await session.data(from: origin.url("/feed"))
@@ -186,7 +186,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
             OriginResponse(status: 200, headers: [HTTPField("Content-Type", "text/event-stream")],
                            body: Data("data: one\n\ndata: two\n\n".utf8), transfer: .chunked(chunkSize: 11))
         }
-        let (without, with) = try await pair(["Accept"]).observe(cache: cache) { session, delegate in
+        let (without, with) = try await pair(["Accept"]).observe(caching: makeConfiguration()) { session, delegate in
             var request = URLRequest(url: origin.url("/events"))
             request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
             return await runTask(session, delegate, request)
@@ -202,7 +202,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
         #if canImport(FoundationNetworking)
         origin.handle("/file") { _ in .text("file") }
         let configuration = URLSessionConfiguration.ephemeral
-        CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache))
+        CachingURLProtocol.inject(into: configuration, using: makeConfiguration())
         let layered = URLSession(configuration: configuration)
         defer { layered.finishTasksAndInvalidate() }
         let failure: URLError? = await withCheckedContinuation { continuation in
@@ -215,5 +215,46 @@ final class SessionBehaviourPairTests: CachingTestCase {
         XCTAssertEqual(reason?.code, .unsupportedTask)
         XCTAssertTrue(reason?.detail.contains("use a session without CachingURLProtocol for downloads") == true)
         #endif
+    }
+}
+
+/// Per-user answers and work the layer must not add.
+final class SessionIsolationTests: CachingTestCase {
+    /// Apple adds the session's cookies after the protocol saw the request, so the layer adds
+    /// them itself before anything looks at it: a cookie-authenticated response is then stored
+    /// (if at all) under that cookie's fingerprint, never as anonymous. Run here with Apple's
+    /// rule switched on.
+    func testTheSessionsCookiesCountAsCredentialsBeforeTheLookup() throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        let jar = try XCTUnwrap(configuration.httpCookieStorage)
+        let url = origin.url("/account")
+        jar.setCookie(try XCTUnwrap(HTTPCookie(properties: [.name: "session", .value: "alice", .domain: url.host!, .path: "/"])))
+        let settings = SessionSettings(configuration)
+        let withCookies = settings.apply(to: URLRequest(url: url), addingCookies: true)
+        XCTAssertEqual(withCookies.value(forHTTPHeaderField: "Cookie"), "session=alice")
+        XCTAssertNotNil(CacheRequest(withCookies, key: CacheKey.make(for: withCookies)!).credentialFingerprint)
+
+        configuration.httpShouldSetCookies = false
+        let declined = SessionSettings(configuration).apply(to: URLRequest(url: url), addingCookies: true)
+        XCTAssertNil(declined.value(forHTTPHeaderField: "Cookie"), "a session that sets no cookies sends none")
+        XCTAssertNil(settings.apply(to: URLRequest(url: url), addingCookies: false).value(forHTTPHeaderField: "Cookie"),
+                     "Linux: corelibs put them on the request before the protocol saw it")
+    }
+
+    /// Foundation looks in a session's `urlCache` before every data task (linux-foundation-notes
+    /// 18); with the layer answering from the same cache, that lookup is not made twice.
+    func testASessionWhoseURLCacheIsTheCachePaysOneLookupPerRequest() async throws {
+        origin.handle("/feed") { _ in .text("feed", headers: [HTTPField("Cache-Control", "max-age=600")]) }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = cache
+        CachingURLProtocol.inject(into: configuration, using: makeConfiguration())
+        let layered = URLSession(configuration: configuration)
+        defer { layered.finishTasksAndInvalidate() }
+        let before = cache.statistics.memory
+        for _ in 0..<5 { _ = try await layered.data(from: origin.url("/feed")) }
+        let after = cache.statistics.memory
+        XCTAssertEqual((after.hits + after.misses) - (before.hits + before.misses), 5, "one memory lookup per request")
+        XCTAssertEqual(after.hits - before.hits, 4)
+        XCTAssertEqual(originMethods("/feed"), ["GET"])
     }
 }

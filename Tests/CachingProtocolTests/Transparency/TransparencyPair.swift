@@ -38,11 +38,12 @@ struct TransparencyPair {
     /// Request headers to show in `originTraffic` (for example `Authorization`, `Cookie`).
     var loggedHeaders: [String] = []
 
-    /// Runs `run` without and then with the layer; returns both observations.
+    /// Runs `run` without and then with the layer (installed with `caching`); returns both
+    /// observations.
     func observe(
         configure: (URLSessionConfiguration) -> Void = { _ in },
         delegate makeDelegate: () -> AppDelegate = { AppDelegate() },
-        cache: CachingURLCache,
+        caching: CachingConfiguration,
         run: (URLSession, AppDelegate) async throws -> String
     ) async throws -> (without: Observation, with: Observation) {
         var observations: [Observation] = []
@@ -52,7 +53,7 @@ struct TransparencyPair {
             configuration.timeoutIntervalForRequest = 10
             configure(configuration)
             if withLayer {
-                CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache))
+                CachingURLProtocol.inject(into: configuration, using: caching)
             }
             let delegate = makeDelegate()
             let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
@@ -86,6 +87,7 @@ final class AppDelegate: NSObject, URLSessionDataDelegate, Sendable {
     private struct State {
         var calls: [String] = []
         var received = Data()
+        var completion: XCTestExpectation?
     }
     private let state = Locked(State())
     let credential: URLCredential?
@@ -98,6 +100,11 @@ final class AppDelegate: NSObject, URLSessionDataDelegate, Sendable {
     }
 
     var calls: [String] { state.withLock { $0.calls } }
+
+    /// Fulfils `expectation` (instead of `done`) when the next task completes.
+    func expectCompletion(_ expectation: XCTestExpectation) {
+        state.withLock { $0.completion = expectation }
+    }
     var received: Data { state.withLock { $0.received } }
 
     private func record(_ call: String) {
@@ -132,6 +139,10 @@ final class AppDelegate: NSObject, URLSessionDataDelegate, Sendable {
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
         record("complete \(error.map { "error \(($0 as? URLError)?.code.rawValue ?? -1)" } ?? "ok")")
-        done.fulfill()
+        let next = state.withLock { state -> XCTestExpectation? in
+            defer { state.completion = nil }
+            return state.completion
+        }
+        (next ?? done).fulfill()
     }
 }

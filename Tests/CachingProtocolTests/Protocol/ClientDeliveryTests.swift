@@ -1,0 +1,203 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import XCTest
+@testable import CachingProtocol
+
+/// The delivery seam as a unit: where client calls run (an injected executor stands in for
+/// Apple's client thread), streamed versus whole bodies, redirect reports and forwarded
+/// challenges, and nothing after `stopLoading`. Both platforms' rules run here, on Linux.
+final class ClientDeliveryTests: XCTestCase {
+    private let url = URL(string: "https://example.com/feed")!
+    private var response: HTTPURLResponse {
+        HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Content-Type": "text/plain"])!
+    }
+
+    private static let apple = ClientDelivery.Rules(streamsBodies: true, holdsLockAcrossClientCalls: false,
+                                                    forwardsChallenges: true, reportsRedirects: true)
+    private static let linux = ClientDelivery.Rules(streamsBodies: false, holdsLockAcrossClientCalls: true,
+                                                    forwardsChallenges: false, reportsRedirects: false)
+
+    private func make(_ rules: ClientDelivery.Rules, executor: ClientExecutor) -> (ClientDelivery, RecordingClient, URLProtocol) {
+        let client = RecordingClient()
+        let owner = URLProtocol(request: URLRequest(url: url), cachedResponse: nil, client: client)
+        return (ClientDelivery(owner: owner, executor: executor, rules: rules), client, owner)
+    }
+
+    func testEveryClientCallRunsOnTheExecutorNeverOnTheCallersThread() {
+        let executor = QueuedExecutor()
+        let (delivery, client, owner) = make(Self.apple, executor: executor)
+        DispatchQueue.global().sync {   // the engine's queue, say
+            delivery.deliverHead(response)
+            delivery.deliverChunk(Data("he".utf8))
+            delivery.deliverChunk(Data("llo".utf8))
+            delivery.deliver(.response(response, Data("hello".utf8)))
+        }
+        XCTAssertEqual(client.calls, [], "nothing before the client thread runs")
+        XCTAssertEqual(executor.pending, 4)
+        executor.runAll()
+        XCTAssertEqual(client.calls, ["response 200", "data 2", "data 3", "finish"],
+                       "streamed: the head, each piece as it came, then only the end")
+        withExtendedLifetime(owner) {}
+    }
+
+    func testLinuxRulesDeliverTheWholeBodyInOneDidLoad() {
+        let (delivery, client, owner) = make(Self.linux, executor: CallingThreadExecutor())
+        delivery.deliver(.response(response, Data("hello".utf8)))
+        XCTAssertEqual(client.calls, ["response 200", "data 5", "finish"])
+        withExtendedLifetime(owner) {}
+    }
+
+    func testNothingReachesTheClientAfterStopLoading() {
+        for rules in [Self.apple, Self.linux] {
+            let executor = QueuedExecutor()
+            let (delivery, client, owner) = make(rules, executor: executor)
+            delivery.deliverHead(response)
+            executor.runAll()
+            delivery.deliverChunk(Data("late".utf8))   // queued before the stop…
+            delivery.stop()
+            executor.runAll()                          // …and dropped when it runs
+            delivery.deliver(.response(response, Data("late".utf8)))
+            executor.runAll()
+            XCTAssertEqual(client.calls, ["response 200"])
+            XCTAssertTrue(delivery.isStopped)
+            withExtendedLifetime(owner) {}
+        }
+    }
+
+    func testTheAnswerEndsTheLoadOnce() {
+        let (delivery, client, owner) = make(Self.linux, executor: CallingThreadExecutor())
+        delivery.deliver(.failure(URLError(.timedOut)))
+        delivery.deliver(.response(response, Data()))
+        XCTAssertEqual(client.calls, ["fail -1001"])
+        withExtendedLifetime(owner) {}
+    }
+
+    func testARedirectIsReportedThenTheLoadEndsAsCancelled() {
+        let (delivery, client, owner) = make(Self.apple, executor: CallingThreadExecutor())
+        let moved = HTTPURLResponse(url: url, statusCode: 302, httpVersion: "HTTP/1.1", headerFields: ["Location": "/new"])!
+        delivery.deliver(.redirect(moved, to: URLRequest(url: URL(string: "https://example.com/new")!)))
+        XCTAssertEqual(client.calls, ["redirect 302 to https://example.com/new", "fail \(CocoaError.userCancelled.rawValue)"])
+        withExtendedLifetime(owner) {}
+    }
+
+    func testAForwardedChallengeRelaysTheAppsAnswerOnce() throws {
+        let executor = QueuedExecutor()
+        let (delivery, client, owner) = make(Self.apple, executor: executor)
+        let answers = Locked<[String]>([])
+        let challenge = URLAuthenticationChallenge(
+            protectionSpace: URLProtectionSpace(host: "example.com", port: 443, protocol: "https", realm: "members",
+                                                authenticationMethod: NSURLAuthenticationMethodHTTPBasic),
+            proposedCredential: nil, previousFailureCount: 0, failureResponse: nil, error: nil, sender: RecordingClient.NoSender())
+        delivery.forward(challenge) { disposition, credential in
+            answers.withLock { $0.append("\(disposition.rawValue) \(credential?.user ?? "-")") }
+        }
+        XCTAssertEqual(client.calls, [], "the challenge waits for the client thread")
+        executor.runAll()
+        XCTAssertEqual(client.calls, ["challenge members"])
+        let forwarded = try XCTUnwrap(client.challenges.first)
+        let credential = URLCredential(user: "alice", password: "secret", persistence: .forSession)
+        forwarded.sender?.use(credential, for: forwarded)
+        forwarded.sender?.cancel(forwarded)   // a second answer is ignored
+        XCTAssertEqual(answers.withLock { $0 }, ["\(URLSession.AuthChallengeDisposition.useCredential.rawValue) alice"])
+        withExtendedLifetime(owner) {}
+    }
+
+    func testLinuxRulesGiveChallengesDefaultHandling() {
+        let (delivery, client, owner) = make(Self.linux, executor: CallingThreadExecutor())
+        let answers = Locked<[URLSession.AuthChallengeDisposition]>([])
+        let challenge = URLAuthenticationChallenge(
+            protectionSpace: URLProtectionSpace(host: "example.com", port: 443, protocol: "https", realm: nil,
+                                                authenticationMethod: NSURLAuthenticationMethodHTTPDigest),
+            proposedCredential: nil, previousFailureCount: 0, failureResponse: nil, error: nil, sender: RecordingClient.NoSender())
+        delivery.forward(challenge) { disposition, _ in answers.withLock { $0.append(disposition) } }
+        XCTAssertEqual(answers.withLock { $0 }, [.performDefaultHandling])
+        XCTAssertEqual(client.calls, [])
+        withExtendedLifetime(owner) {}
+    }
+
+    func testAChallengeForAStoppedLoadIsCancelled() {
+        let (delivery, _, owner) = make(Self.apple, executor: QueuedExecutor())
+        delivery.stop()
+        let answers = Locked<[URLSession.AuthChallengeDisposition]>([])
+        let challenge = URLAuthenticationChallenge(
+            protectionSpace: URLProtectionSpace(host: "example.com", port: 443, protocol: "https", realm: nil,
+                                                authenticationMethod: NSURLAuthenticationMethodHTTPDigest),
+            proposedCredential: nil, previousFailureCount: 0, failureResponse: nil, error: nil, sender: RecordingClient.NoSender())
+        delivery.forward(challenge) { disposition, _ in answers.withLock { $0.append(disposition) } }
+        XCTAssertEqual(answers.withLock { $0 }, [.cancelAuthenticationChallenge])
+        withExtendedLifetime(owner) {}
+    }
+
+    func testThePlatformRulesAreTheOnesDocumented() {
+        #if canImport(FoundationNetworking)
+        XCTAssertFalse(ClientDelivery.Rules.platform.streamsBodies, "Linux: one didLoad (linux-foundation-notes 10)")
+        XCTAssertTrue(ClientDelivery.Rules.platform.holdsLockAcrossClientCalls)
+        XCTAssertFalse(ClientDelivery.Rules.platform.reportsRedirects, "wasRedirectedTo is a fatalError in corelibs")
+        #else
+        XCTAssertTrue(ClientDelivery.Rules.platform.streamsBodies)
+        XCTAssertFalse(ClientDelivery.Rules.platform.holdsLockAcrossClientCalls)
+        XCTAssertTrue(ClientDelivery.Rules.platform.reportsRedirects)
+        #endif
+    }
+}
+
+/// Holds work until the test runs it: a stand-in for the client thread's run loop.
+final class QueuedExecutor: ClientExecutor, Sendable {
+    private let queue = Locked<[@Sendable () -> Void]>([])
+
+    func run(_ work: @escaping @Sendable () -> Void) {
+        queue.withLock { $0.append(work) }
+    }
+
+    var pending: Int { queue.withLock { $0.count } }
+
+    func runAll() {
+        while let work = queue.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { work() }
+    }
+}
+
+/// A `URLProtocolClient` that records the calls it gets.
+final class RecordingClient: NSObject, URLProtocolClient, Sendable {
+    private let recorded = Locked<(calls: [String], challenges: [URLAuthenticationChallenge])>(([], []))
+
+    var calls: [String] { recorded.withLock { $0.calls } }
+    var challenges: [URLAuthenticationChallenge] { recorded.withLock { $0.challenges } }
+
+    private func record(_ call: String) { recorded.withLock { $0.calls.append(call) } }
+
+    func urlProtocol(_ protocol: URLProtocol, wasRedirectedTo request: URLRequest, redirectResponse: URLResponse) {
+        record("redirect \((redirectResponse as? HTTPURLResponse)?.statusCode ?? 0) to \(request.url?.absoluteString ?? "-")")
+    }
+    func urlProtocol(_ protocol: URLProtocol, cachedResponseIsValid cachedResponse: CachedURLResponse) {
+        record("cached response is valid")
+    }
+    func urlProtocol(_ protocol: URLProtocol, didReceive response: URLResponse, cacheStoragePolicy policy: URLCache.StoragePolicy) {
+        record("response \((response as? HTTPURLResponse)?.statusCode ?? 0)")
+    }
+    func urlProtocol(_ protocol: URLProtocol, didLoad data: Data) {
+        record("data \(data.count)")
+    }
+    func urlProtocolDidFinishLoading(_ protocol: URLProtocol) {
+        record("finish")
+    }
+    func urlProtocol(_ protocol: URLProtocol, didFailWithError error: Error) {
+        record("fail \((error as NSError).code)")
+    }
+    func urlProtocol(_ protocol: URLProtocol, didReceive challenge: URLAuthenticationChallenge) {
+        recorded.withLock { $0.calls.append("challenge \(challenge.protectionSpace.realm ?? "-")"); $0.challenges.append(challenge) }
+    }
+    func urlProtocol(_ protocol: URLProtocol, didCancel challenge: URLAuthenticationChallenge) {
+        record("cancel challenge")
+    }
+
+    /// A sender for challenges made in tests.
+    final class NoSender: NSObject, URLAuthenticationChallengeSender, Sendable {
+        func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {}
+        func continueWithoutCredential(for challenge: URLAuthenticationChallenge) {}
+        func cancel(_ challenge: URLAuthenticationChallenge) {}
+        func performDefaultHandling(for challenge: URLAuthenticationChallenge) {}
+        func rejectProtectionSpaceAndContinue(with challenge: URLAuthenticationChallenge) {}
+    }
+}
