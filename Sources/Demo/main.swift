@@ -12,7 +12,7 @@ let command: DemoCommand
 do {
     command = try DemoCommand.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
-    writeError("Demo: \(error.message)")
+    writeError("Demo: \((error as? UsageError)?.message ?? "\(error)")")
     writeError("Try 'Demo --help' for usage.")
     exit(DemoCommand.usageExitCode)
 }

@@ -42,8 +42,10 @@ public enum DemoCommand: Equatable, Sendable {
         Exit status: 0 on success, 1 when a fetch fails, 64 for bad arguments.
         """
 
-    /// Parses the arguments after the program name.
-    public static func parse(_ arguments: [String]) throws(UsageError) -> DemoCommand {
+    /// Parses the arguments after the program name; throws a ``UsageError``. (Untyped `throws`:
+    /// `throws(UsageError)` crashes the Swift 6.3.1 compiler's SIL generation when this module
+    /// is compiled for iOS, as `Scripts/apple-typecheck.sh` does.)
+    public static func parse(_ arguments: [String]) throws -> DemoCommand {
         if arguments.first == "bench" { return .bench(Array(arguments.dropFirst())) }
         if arguments.contains("--help") || arguments.contains("-h") { return .help }
         guard let first = arguments.first else { return .compare(json: false) }
@@ -61,7 +63,7 @@ public enum DemoCommand: Equatable, Sendable {
         }
     }
 
-    private static func parseCompare(_ arguments: [String]) throws(UsageError) -> DemoCommand {
+    private static func parseCompare(_ arguments: [String]) throws -> DemoCommand {
         var json = false
         for argument in arguments {
             switch argument {
@@ -86,12 +88,12 @@ public struct FetchOptions: Equatable, Sendable {
         self.cacheDirectory = cacheDirectory
     }
 
-    static func parse(_ arguments: [String]) throws(UsageError) -> FetchOptions {
+    static func parse(_ arguments: [String]) throws -> FetchOptions {
         var url: URL?
         var times = 2
         var cacheDirectory: URL?
         var index = 0
-        func value(of option: String) throws(UsageError) -> String {
+        func value(of option: String) throws -> String {
             index += 1
             guard index < arguments.count, !arguments[index].hasPrefix("--") else {
                 throw UsageError("\(option) needs a value")

@@ -1,3 +1,6 @@
+// nginx runs as a child process, which only desktop systems allow: on iOS, tvOS and watchOS
+// (where `Process` does not exist) the in-process `LoopbackOrigin` is the only origin.
+#if os(Linux) || os(macOS)
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -492,3 +495,4 @@ public final class NginxServer: Sendable {
         #endif
     }
 }
+#endif

@@ -2,9 +2,6 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-#if canImport(UIKit)
-import UIKit
-#endif
 
 /// A `URLCache` whose memory and disk tiers are bounded, keyed correctly and safe to share.
 ///
@@ -19,7 +16,7 @@ import UIKit
 ///
 /// Threading: every member may be called from any thread, concurrently.
 open class CachingURLCache: URLCache, @unchecked Sendable {
-    // @unchecked: all mutable state lives in `store` (thread-safe) and `apiStorage` (Locked).
+    // @unchecked: all mutable state lives in `store` (thread-safe) and in `Locked`s.
 
     /// The cache most installations share: 4 MB in memory, 100 MB on disk, in
     /// ``defaultDirectory``. Created on first use.
@@ -50,10 +47,10 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         var servedByProtocol = false
     }
     private let apiStorage = Locked(APIStorage())
-    #if canImport(UIKit) && !os(watchOS)
-    private var memoryWarningObserver: NSObjectProtocol?
-    #endif
+    /// The memory-warning observation, removed when the cache goes.
+    private let memoryWarningObserver = Locked<NSObjectProtocol?>(nil)
 
+    #if canImport(FoundationNetworking)
     /// Creates a cache with the given capacities in bytes.
     ///
     /// - Parameters:
@@ -63,28 +60,73 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     ///     created with owner-only permissions. If it cannot be used, the cache works from
     ///     memory alone and ``statistics`` says why.
     public init(memoryCapacity: Int, diskCapacity: Int, directory: URL?) {
-        let directory = directory ?? Self.defaultDirectory
-        self.directory = directory
-        store = TieredStore(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory)
-        #if canImport(FoundationNetworking)
+        self.directory = directory ?? Self.defaultDirectory
+        store = TieredStore(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: self.directory)
         // The base class only creates the directory here; its storage is never used.
-        super.init(memoryCapacity: 0, diskCapacity: 0, diskPath: directory.path)
-        #else
-        super.init(memoryCapacity: 0, diskCapacity: 0, directory: directory.appendingPathComponent("unused-foundation-store"))
-        #endif
-        #if canImport(UIKit) && !os(watchOS)
-        memoryWarningObserver = NotificationCenter.default.addObserver(
-            forName: UIApplication.didReceiveMemoryWarningNotification, object: nil, queue: nil
+        super.init(memoryCapacity: 0, diskCapacity: 0, diskPath: self.directory.path)
+        observeMemoryWarnings(Self.observesMemoryWarnings)
+    }
+    #else
+    // On Apple platforms `init(memoryCapacity:diskCapacity:directory:)` is a convenience
+    // initialiser of `URLCache` (added by the Swift overlay) that calls the designated
+    // `init(__memoryCapacity:diskCapacity:directoryURL:)`. A subclass cannot declare its own
+    // with those labels, but it inherits the convenience one when it implements every designated
+    // initialiser of `URLCache`: the three below. So `CachingURLCache(memoryCapacity:
+    // diskCapacity:directory:)` is written the same on every platform and runs this code.
+
+    /// Creates a cache with the given capacities in bytes, in `directoryURL` (nil:
+    /// ``defaultDirectory``); what `CachingURLCache(memoryCapacity:diskCapacity:directory:)`
+    /// calls on Apple platforms. See the Linux initialiser of the same name for the details.
+    public override init(__memoryCapacity memoryCapacity: Int, diskCapacity: Int, directoryURL: URL?) {
+        self.directory = directoryURL ?? Self.defaultDirectory
+        store = TieredStore(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: self.directory)
+        // The base class gets no capacity and a directory of its own; its storage is never used.
+        super.init(__memoryCapacity: 0, diskCapacity: 0,
+                   directoryURL: self.directory.appendingPathComponent("unused-foundation-store", isDirectory: true))
+        observeMemoryWarnings(Self.observesMemoryWarnings)
+    }
+
+    /// A cache in the directory at `path` (nil: ``defaultDirectory``), for callers of
+    /// `URLCache`'s path-based initialiser.
+    public override convenience init(memoryCapacity: Int, diskCapacity: Int, diskPath path: String?) {
+        self.init(__memoryCapacity: memoryCapacity, diskCapacity: diskCapacity,
+                  directoryURL: path.map { URL(fileURLWithPath: $0, isDirectory: true) })
+    }
+
+    /// A cache with the capacities of ``standard`` (4 MB in memory, 100 MB on disk) in
+    /// ``defaultDirectory``.
+    public override convenience init() {
+        self.init(__memoryCapacity: 4 << 20, diskCapacity: 100 << 20, directoryURL: nil)
+    }
+    #endif
+
+    deinit {
+        if let observer = memoryWarningObserver.withLock({ $0 }) { NotificationCenter.default.removeObserver(observer) }
+    }
+
+    // MARK: Memory warnings
+
+    /// UIKit's memory warning, by its name (`UIApplication.didReceiveMemoryWarningNotification`):
+    /// the name is a plain string, so observing it needs neither UIKit's main actor nor UIKit.
+    static let memoryWarningNotification = Notification.Name("UIApplicationDidReceiveMemoryWarningNotification")
+
+    /// Whether caches flush memory to disk on a memory warning: where UIKit posts one.
+    #if canImport(UIKit) && !os(watchOS)
+    static let observesMemoryWarnings = true
+    #else
+    static let observesMemoryWarnings = false
+    #endif
+
+    /// Starts (when `observing`) calling ``flushMemoryToDisk()`` on every memory warning, on the
+    /// thread that posts it. Internal so tests on any platform can post the same notification.
+    func observeMemoryWarnings(_ observing: Bool) {
+        guard observing else { return }
+        let observer = NotificationCenter.default.addObserver(
+            forName: Self.memoryWarningNotification, object: nil, queue: nil
         ) { [weak self] _ in
             self?.flushMemoryToDisk()
         }
-        #endif
-    }
-
-    deinit {
-        #if canImport(UIKit) && !os(watchOS)
-        if let memoryWarningObserver { NotificationCenter.default.removeObserver(memoryWarningObserver) }
-        #endif
+        memoryWarningObserver.withLock { $0 = observer }
     }
 
     // MARK: Capacities and usage

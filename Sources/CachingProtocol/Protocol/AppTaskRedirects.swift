@@ -12,22 +12,24 @@ enum AppTaskRedirects {
     /// object, and the redirect is followed.
     static func handling(for task: URLSessionTask?, rules: ClientDelivery.Rules) -> RedirectHandling {
         if rules.reportsRedirects { return .report }
+        #if canImport(FoundationNetworking)
         guard let task, let delegate = task.delegate else { return .follow }
         guard let session = owningSession(of: task) else {
             // The task's session could not be found (see `owningSession`): follow, as before.
             return .follow
         }
-        nonisolated(unsafe) let appTask = task
-        nonisolated(unsafe) let appDelegate = delegate
-        nonisolated(unsafe) let appSession = session
         return .ask { response, request, decide in
-            appSession.delegateQueue.addOperation {
-                appDelegate.urlSession(appSession, task: appTask, willPerformHTTPRedirection: response,
-                                       newRequest: request) { decided in decide(decided) }
+            session.delegateQueue.addOperation {
+                delegate.urlSession(session, task: task, willPerformHTTPRedirection: response,
+                                    newRequest: request) { decided in decide(decided) }
             }
         }
+        #else
+        return .report
+        #endif
     }
 
+    #if canImport(FoundationNetworking)
     /// The session that owns `task`. swift-corelibs-foundation keeps it in an internal stored
     /// property (`URLSessionTask.session`) and offers no public accessor; a delegate must get the
     /// real session (its default implementations forward to `session.delegate`), so the
@@ -43,4 +45,5 @@ enum AppTaskRedirects {
         }
         return nil
     }
+    #endif
 }

@@ -104,8 +104,14 @@ final class ClientDelivery: Sendable {
     func forward(_ challenge: URLAuthenticationChallenge,
                  reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         guard rules.forwardsChallenges else { return reply(.performDefaultHandling, nil) }
+        #if canImport(FoundationNetworking)
+        let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
+        #else
+        // Made here, handed to the client thread: immutable once made, but not declared
+        // Sendable by every Apple SDK.
+        nonisolated(unsafe) let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
+        #endif
         let delivered = perform(ending: false) { client, owner, _ in
-            let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
             client.urlProtocol(owner, didReceive: relayed)
         }
         if !delivered { reply(.cancelAuthenticationChallenge, nil) }

@@ -180,9 +180,25 @@ struct ByteReader {
 /// The string for `bytes` when they are valid UTF-8, else nil (never repaired: a repaired string
 /// would be a different value than the one stored).
 func decodeUTF8(_ bytes: UnsafeRawBufferPointer) -> String? {
-    if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
-        return String(validating: bytes, as: UTF8.self)
-    } else {
-        return String(bytes: bytes, encoding: .utf8)
+    #if canImport(FoundationNetworking)
+    return String(validating: bytes, as: UTF8.self)
+    #else
+    return decodeUTF8Portably(bytes)
+    #endif
+}
+
+/// What `String(validating:as: UTF8.self)` gives, for SDKs that do not declare it (it is an
+/// iOS 18 / macOS 15 API on Apple platforms); tested against it on Linux. ASCII (nearly every
+/// key and header) cannot be invalid; anything else is validated scalar by scalar first.
+func decodeUTF8Portably(_ bytes: UnsafeRawBufferPointer) -> String? {
+    if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
+    var iterator = bytes.makeIterator()
+    var decoder = UTF8()
+    while true {
+        switch decoder.decode(&iterator) {
+        case .scalarValue: continue
+        case .emptyInput: return String(decoding: bytes, as: UTF8.self)
+        case .error: return nil
+        }
     }
 }

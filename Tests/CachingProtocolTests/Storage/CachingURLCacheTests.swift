@@ -156,4 +156,31 @@ final class CachingURLCacheTests: XCTestCase {
     private func directorySize() -> Int {
         CacheFiles.totalSize(in: directory)
     }
+
+    /// UIKit's memory warning, posted by name as UIKit posts it: memory is written to disk and
+    /// emptied (a Linux-built stand-in for the UIKit hook, which observes the same name).
+    func testAMemoryWarningMovesTheMemoryTierToDisk() {
+        let cache = makeCache()
+        XCTAssertEqual(CachingURLCache.memoryWarningNotification.rawValue, "UIApplicationDidReceiveMemoryWarningNotification")
+        cache.observeMemoryWarnings(true)
+        let (request, response) = cached("https://example.com/warned", body: Data.pattern(2_000), policy: .allowedInMemoryOnly)
+        cache.storeCachedResponse(response, for: request)
+        cache.waitUntilSettled()
+        XCTAssertEqual(cache.statistics.memory.entryCount, 1)
+        XCTAssertEqual(cache.statistics.disk.entryCount, 0, "memory only until the warning")
+
+        NotificationCenter.default.post(name: CachingURLCache.memoryWarningNotification, object: nil)
+        cache.waitUntilSettled()
+        XCTAssertEqual(cache.statistics.memory.entryCount, 0)
+        XCTAssertEqual(cache.statistics.disk.entryCount, 1)
+        XCTAssertEqual(makeCache().cachedResponse(for: request)?.data, Data.pattern(2_000), "on disk, byte for byte")
+    }
+
+    func testCachesOnlyObserveMemoryWarningsWhereUIKitPostsThem() {
+        let cache = makeCache()
+        let (request, response) = cached("https://example.com/kept", body: Data.pattern(500), policy: .allowedInMemoryOnly)
+        cache.storeCachedResponse(response, for: request)
+        NotificationCenter.default.post(name: CachingURLCache.memoryWarningNotification, object: nil)
+        XCTAssertEqual(cache.statistics.memory.entryCount, CachingURLCache.observesMemoryWarnings ? 0 : 1)
+    }
 }

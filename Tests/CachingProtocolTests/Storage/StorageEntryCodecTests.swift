@@ -193,3 +193,26 @@ final class StorageEntryCodecTests: XCTestCase {
         XCTAssertNil(EntryDigest(fileName: ".tmp-1-" + String(repeating: "a", count: 25)))
     }
 }
+
+/// The UTF-8 decoder Apple builds use (their SDKs before iOS 18 lack `String(validating:)`)
+/// agrees with the standard library's on valid, invalid and truncated input.
+final class PortableUTF8Tests: XCTestCase {
+    func testThePortableDecoderAgreesWithTheStandardLibrary() {
+        var inputs: [[UInt8]] = [
+            [], Array("plain ascii".utf8), Array("café ✓ 𝄞".utf8),
+            [0xC3], [0xE2, 0x9C], [0xF0, 0x9D, 0x84], [0x80], [0xFF], [0xC0, 0xAF], [0xED, 0xA0, 0x80],
+            [0xF4, 0x90, 0x80, 0x80], Array("ok".utf8) + [0xFE] + Array("ok".utf8),
+        ]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            inputs.append((0..<Int.random(in: 0...12, using: &generator)).map { _ in
+                Bool.random(using: &generator) ? UInt8.random(in: 0x20...0x7E, using: &generator) : UInt8.random(in: 0...255, using: &generator)
+            })
+        }
+        for input in inputs {
+            input.withUnsafeBytes { bytes in
+                XCTAssertEqual(decodeUTF8Portably(bytes), String(validating: bytes, as: UTF8.self), "\(input)")
+            }
+        }
+    }
+}
