@@ -214,65 +214,101 @@ final class DiskStore: StoreTier {
         }
     }
 
-    /// Everything readers and the worker share, under one lock.
+    /// Everything readers and the worker share, under one lock, in named parts.
     struct State {
-        var index = DiskIndex()
-        /// False until an index that could not be loaded has been rebuilt; meanwhile lookups
-        /// read entry files directly.
-        var indexReady = true
-        /// Reconciles queued or running: they may still adopt files the index does not list.
-        var pendingReconciles = 0
+        /// What is on disk, as far as the store knows.
+        struct Catalog {
+            var index = DiskIndex()
+            /// False until an index that could not be loaded has been rebuilt; meanwhile
+            /// lookups read entry files directly.
+            var indexReady = true
+            /// Reconciles queued or running: they may still adopt files the index does not list.
+            var pendingReconciles = 0
+            /// Removals made while a reconcile is pending, so it does not adopt what was removed.
+            var tombstones = Tombstones()
 
-        var reconcilePending: Bool { pendingReconciles > 0 }
-        /// Removals made while a reconcile is pending, so it does not adopt what was removed.
-        var tombstones = Tombstones()
-        var staged = StagedWrites()
-        /// Digests with a `.write` operation queued and not yet started.
-        var scheduledWrites: Set<EntryDigest> = []
-        var operations: [Operation] = []
-        var workerScheduled = false
-        /// Entries read since their access time was last journaled.
-        var touched: Set<EntryDigest> = []
-        var accessTimeWriteScheduled = false
-        var sequence: UInt64 = 0
-        var capacity: Int
-        var maximumEntryFraction: Double
-        /// The size of the index snapshot and journal files, as the worker last saw them.
-        var metadataBytes = 0
-        var hits = 0
-        var misses = 0
-        var corruptEntriesRemoved = 0
-        var writeFailures = 0
-        var entryFileReads = 0
-        var damagedJournalBytes = 0
-        var status = Status.available
-        var lastError: CachingError?
-        var indexOrigin = IndexOrigin.loaded
+            var reconcilePending: Bool { pendingReconciles > 0 }
+        }
+
+        /// Records handed to `store` and not yet written.
+        struct Staging {
+            var records = StagedWrites()
+            /// Digests with a `.write` operation queued and not yet started.
+            var scheduled: Set<EntryDigest> = []
+            /// Numbers the stores, so a write knows whether a newer one came after it.
+            var sequence: UInt64 = 0
+        }
+
+        /// The worker's queue of operations.
+        struct WorkQueue {
+            var operations: [Operation] = []
+            /// A run of the worker is queued or running and will see new operations.
+            var isScheduled = false
+
+            /// Queues `operation`; returns true when the caller must start the worker.
+            mutating func enqueue(_ operation: Operation) -> Bool {
+                operations.append(operation)
+                guard !isScheduled else { return false }
+                isScheduled = true
+                return true
+            }
+        }
+
+        /// Hits whose access times are not journaled yet.
+        struct AccessTimes {
+            /// Entries read since their access time was last journaled.
+            var touched: Set<EntryDigest> = []
+            /// A delayed journal append of access times is queued.
+            var writeScheduled = false
+        }
+
+        /// How much the directory may hold.
+        struct Limits {
+            var capacity: Int
+            var maximumEntryFraction: Double
+            /// The size of the index snapshot and journal files, as the worker last saw them.
+            var metadataBytes = 0
+
+            var maximumEntryBytes: Int {
+                entryCostLimit(capacity: capacity, fraction: maximumEntryFraction)
+            }
+        }
+
+        /// What lookups found and what went wrong, since the store opened.
+        struct Counters {
+            var hits = 0
+            var misses = 0
+            var corruptEntriesRemoved = 0
+            var writeFailures = 0
+            var entryFileReads = 0
+            var damagedJournalBytes = 0
+        }
+
+        /// Whether the store can write, and how its index was obtained.
+        struct Health {
+            var status = Status.available
+            var lastError: CachingError?
+            var indexOrigin = IndexOrigin.loaded
+        }
+
+        var catalog = Catalog()
+        var staging = Staging()
+        var work = WorkQueue()
+        var accessTimes = AccessTimes()
+        var limits: Limits
+        var counters = Counters()
+        var health = Health()
         /// The clock for last-access times: `configuration.now` until the cache hands the store
         /// its installation's clock (`clock`).
         var clock: @Sendable () -> Date
-
-        var maximumEntryBytes: Int {
-            entryCostLimit(capacity: capacity, fraction: maximumEntryFraction)
-        }
-
-        /// Queues `operation`; returns true when the caller must start the worker.
-        mutating func enqueue(_ operation: Operation) -> Bool {
-            operations.append(operation)
-            guard !workerScheduled else { return false }
-            workerScheduled = true
-            return true
-        }
     }
 
     let configuration: Configuration
     let paths: Paths
     let state: Locked<State>
-    /// The worker's own state. Only code running on `worker` touches it; the lock is never
-    /// contended and is held across the worker's I/O on purpose (it is what makes the state
-    /// `Sendable`, not what orders the work: the serial queue does that).
-    let workerState: Locked<WorkerState>
-    /// The serial background worker that does every write, eviction and index update.
+    /// What writes and deletes files; it runs only on `worker`.
+    private let fileWorker: DiskWorker
+    /// The serial queue of the worker that does every write, eviction and index update.
     let worker: DispatchQueue
 
     /// Opens (or creates) the cache in `configuration.directory`: reads the index snapshot and
@@ -283,16 +319,18 @@ final class DiskStore: StoreTier {
         self.configuration = configuration
         paths = Paths(directory: configuration.directory)
         worker = DispatchQueue(label: "CachingProtocol.DiskStore.worker", qos: .utility, target: workerTarget)
-        var state = State(capacity: max(0, configuration.capacity), maximumEntryFraction: configuration.maximumEntryFraction,
+        var state = State(limits: State.Limits(capacity: max(0, configuration.capacity),
+                                               maximumEntryFraction: configuration.maximumEntryFraction),
                           clock: configuration.now)
-        var workerState = WorkerState()
-        Self.open(paths: paths, state: &state, worker: &workerState)
-        self.state = Locked(state)
-        self.workerState = Locked(workerState)
-        if workerState.directoryReady {
+        var opening = DiskWorker.Opening()
+        Self.open(paths: paths, state: &state, opening: &opening)
+        let shared = Locked(state)
+        self.state = shared
+        fileWorker = DiskWorker(configuration: configuration, paths: paths, state: shared, opening: opening)
+        if opening.directoryReady {
             // Also when the index loaded: files written after the last journal append before a
             // crash, or by another process, are adopted (or deleted) so they cannot hold space forever.
-            enqueueReconcile(full: !state.indexReady)
+            enqueueReconcile(full: !state.catalog.indexReady)
         }
     }
 
@@ -303,47 +341,43 @@ final class DiskStore: StoreTier {
     deinit {
         // Every queued block holds the store, so nothing is pending here but access times
         // (which are not written into a directory that was deleted meanwhile).
-        workerState.withLock { worker in
-            appendJournal(&worker)
-            worker.journal?.close()
-            worker.journal = nil
-        }
+        fileWorker.close()
     }
 
     /// Loads the index from the snapshot and journal, or leaves it to be rebuilt.
-    private static func open(paths: Paths, state: inout State, worker: inout WorkerState) {
+    private static func open(paths: Paths, state: inout State, opening: inout DiskWorker.Opening) {
         do {
             try FileIO.createDirectories(paths.root, mode: 0o700)
             try FileIO.createDirectory(paths.entries, mode: 0o700)
-            worker.directoryReady = true
+            opening.directoryReady = true
         } catch {
             let failure = CachingError(.diskUnavailable, "\(error)")
-            state.status = .unavailable(failure)
-            state.lastError = failure
-            state.indexOrigin = .unavailable
+            state.health.status = .unavailable(failure)
+            state.health.lastError = failure
+            state.health.indexOrigin = .unavailable
             return
         }
         let snapshot: Data
         do {
             snapshot = try FileIO.readFile(paths.index)
         } catch {
-            state.indexReady = false
-            state.indexOrigin = .rebuilt(reason: "no index snapshot (\(error))")
+            state.catalog.indexReady = false
+            state.health.indexOrigin = .rebuilt(reason: "no index snapshot (\(error))")
             return
         }
         let journal = (try? FileIO.readFile(paths.journal)) ?? Data()
         do {
             let loaded = try DiskIndex.load(snapshot: snapshot, journal: journal)
-            state.index = loaded.index
-            state.damagedJournalBytes = loaded.damagedJournalBytes
-            worker.snapshotSize = snapshot.count
-            worker.journalSize = journal.count
+            state.catalog.index = loaded.index
+            state.counters.damagedJournalBytes = loaded.damagedJournalBytes
+            opening.snapshotSize = snapshot.count
+            opening.journalSize = journal.count
             // A damaged journal is folded into a fresh snapshot by the first reconcile.
-            worker.snapshotNeeded = loaded.damagedJournalBytes > 0
-            state.metadataBytes = snapshot.count + journal.count
+            opening.snapshotNeeded = loaded.damagedJournalBytes > 0
+            state.limits.metadataBytes = snapshot.count + journal.count
         } catch {
-            state.indexReady = false
-            state.indexOrigin = .rebuilt(reason: "index snapshot unreadable: \(error)")
+            state.catalog.indexReady = false
+            state.health.indexOrigin = .rebuilt(reason: "index snapshot unreadable: \(error)")
         }
     }
 
@@ -361,7 +395,7 @@ final class DiskStore: StoreTier {
     func containsRecord(forKey key: String) -> Bool {
         let digest = EntryDigest(key: key)
         return state.withLock { state in
-            state.staged[digest]?.record.key == key || state.index.contains(digest)
+            state.staging.records[digest]?.record.key == key || state.catalog.index.contains(digest)
         }
     }
 
@@ -391,33 +425,33 @@ final class DiskStore: StoreTier {
     private func read(_ key: String, countingLookup: Bool, sizeLimit: Int?) -> Lookup {
         let digest = EntryDigest(key: key)
         let (plan, scheduleAccessTimes) = state.withLock { state -> (ReadPlan, Bool) in
-            if let staged = state.staged[digest], staged.record.key == key {
+            if let staged = state.staging.records[digest], staged.record.key == key {
                 if countingLookup {
-                    state.staged[digest]?.lastAccess = state.clock()
-                    state.hits += 1
+                    state.staging.records[digest]?.lastAccess = state.clock()
+                    state.counters.hits += 1
                 }
                 return (.found(staged.record), false)
             }
-            if !countingLookup, let entry = state.index.entry(for: digest) {
-                state.entryFileReads += 1
+            if !countingLookup, let entry = state.catalog.index.entry(for: digest) {
+                state.counters.entryFileReads += 1
                 return (.indexed(generation: entry.generation), false)
             }
-            if let sizeLimit, let entry = state.index.entry(for: digest), entry.fileSize > sizeLimit {
+            if let sizeLimit, let entry = state.catalog.index.entry(for: digest), entry.fileSize > sizeLimit {
                 return (.deferred, false)
             }
-            if let entry = state.index.touch(digest, at: state.clock()) {
-                state.entryFileReads += 1
-                state.touched.insert(digest)
-                let schedule = !state.accessTimeWriteScheduled
-                state.accessTimeWriteScheduled = true
+            if let entry = state.catalog.index.touch(digest, at: state.clock()) {
+                state.counters.entryFileReads += 1
+                state.accessTimes.touched.insert(digest)
+                let schedule = !state.accessTimes.writeScheduled
+                state.accessTimes.writeScheduled = true
                 return (.indexed(generation: entry.generation), schedule)
             }
-            if !state.indexReady, !state.tombstones.covers(digest) {
+            if !state.catalog.indexReady, !state.catalog.tombstones.covers(digest) {
                 if sizeLimit != nil { return (.deferred, false) }
-                state.entryFileReads += 1
+                state.counters.entryFileReads += 1
                 return (.unindexed, false)
             }
-            if countingLookup { state.misses += 1 }
+            if countingLookup { state.counters.misses += 1 }
             return (.miss, false)
         }
         if scheduleAccessTimes { scheduleAccessTimeWrite() }
@@ -437,9 +471,9 @@ final class DiskStore: StoreTier {
             let removed = state.withLock { state -> Bool in
                 // Read before the index was rebuilt: it may be a file removed since.
                 let removed = generation == nil
-                    && state.tombstones.covers(digest, latestResponseDate: record.latestResponseDate)
+                    && state.catalog.tombstones.covers(digest, latestResponseDate: record.latestResponseDate)
                 if countingLookup {
-                    if removed { state.misses += 1 } else { state.hits += 1 }
+                    if removed { state.counters.misses += 1 } else { state.counters.hits += 1 }
                 }
                 return removed
             }
@@ -447,29 +481,29 @@ final class DiskStore: StoreTier {
         } catch let error as FileError where error.isMissing {
             // Evicted by another process, or the directory was deleted: forget the entry.
             let start = state.withLock { state -> Bool in
-                if countingLookup { state.misses += 1 }
-                guard let generation, state.index.remove(digest, ifGeneration: generation) else { return false }
-                return state.enqueue(.discard([digest]))
+                if countingLookup { state.counters.misses += 1 }
+                guard let generation, state.catalog.index.remove(digest, ifGeneration: generation) else { return false }
+                return state.work.enqueue(.discard([digest]))
             }
             if start { startWorker() }
         } catch let error as BinaryDecodingError {
             let failure = CachingError(.corruptEntry, "\(path): \(error)")
             let start = state.withLock { state -> Bool in
-                if countingLookup { state.misses += 1 }
-                state.corruptEntriesRemoved += 1
-                state.lastError = failure
-                if let generation, !state.index.remove(digest, ifGeneration: generation) {
+                if countingLookup { state.counters.misses += 1 }
+                state.counters.corruptEntriesRemoved += 1
+                state.health.lastError = failure
+                if let generation, !state.catalog.index.remove(digest, ifGeneration: generation) {
                     return false  // a newer write replaced the file meanwhile: keep that one
                 }
-                return state.enqueue(.discard([digest]))
+                return state.work.enqueue(.discard([digest]))
             }
             if start { startWorker() }
         } catch {
             // Unreadable for another reason (permissions, I/O error): a miss; the file stays.
             let failure = CachingError(.diskUnavailable, "\(error)")
             state.withLock { state in
-                if countingLookup { state.misses += 1 }
-                state.lastError = failure
+                if countingLookup { state.counters.misses += 1 }
+                state.health.lastError = failure
             }
         }
         return .missing
@@ -479,14 +513,14 @@ final class DiskStore: StoreTier {
         let digest = EntryDigest(key: record.key)
         let cost = record.cost  // an estimate of the file size, close enough to refuse early
         let (start, backlogged) = state.withLock { state -> (Bool, Bool) in
-            guard cost <= state.maximumEntryBytes else {
+            guard cost <= state.limits.maximumEntryBytes else {
                 return (state.forget([digest]), false)
             }
-            state.sequence += 1
-            state.staged[digest] = Staged(record: record, sequence: state.sequence, lastAccess: state.clock(), cost: cost)
-            let backlogged = state.staged.bytes > configuration.maximumStagedBytes
-            guard state.scheduledWrites.insert(digest).inserted else { return (false, backlogged) }  // coalesced
-            return (state.enqueue(.write(digest)), backlogged)
+            state.staging.sequence += 1
+            state.staging.records[digest] = Staged(record: record, sequence: state.staging.sequence, lastAccess: state.clock(), cost: cost)
+            let backlogged = state.staging.records.bytes > configuration.maximumStagedBytes
+            guard state.staging.scheduled.insert(digest).inserted else { return (false, backlogged) }  // coalesced
+            return (state.work.enqueue(.write(digest)), backlogged)
         }
         if start { startWorker() }
         // Back-pressure: the caller waits for the disk rather than memory growing without bound.
@@ -501,12 +535,12 @@ final class DiskStore: StoreTier {
 
     func removeRecords(storedSince date: Date) {
         let start = state.withLock { state -> Bool in
-            var digests = state.index.digests(storedSince: date)
-            for (digest, staged) in state.staged where staged.record.latestResponseDate >= date {
+            var digests = state.catalog.index.digests(storedSince: date)
+            for (digest, staged) in state.staging.records where staged.record.latestResponseDate >= date {
                 digests.append(digest)
             }
-            if state.reconcilePending {
-                state.tombstones.storedSince = min(state.tombstones.storedSince ?? date, date)
+            if state.catalog.reconcilePending {
+                state.catalog.tombstones.storedSince = min(state.catalog.tombstones.storedSince ?? date, date)
             }
             guard !digests.isEmpty else { return false }
             return state.forget(digests)
@@ -516,22 +550,22 @@ final class DiskStore: StoreTier {
 
     func removeAll() {
         let start = state.withLock { state -> Bool in
-            state.staged.removeAll()
-            state.scheduledWrites.removeAll()
-            state.touched.removeAll()
-            state.index.removeAll()
-            if state.reconcilePending { state.tombstones.all = true }
-            return state.enqueue(.removeAll)
+            state.staging.records.removeAll()
+            state.staging.scheduled.removeAll()
+            state.accessTimes.touched.removeAll()
+            state.catalog.index.removeAll()
+            if state.catalog.reconcilePending { state.catalog.tombstones.all = true }
+            return state.work.enqueue(.removeAll)
         }
         if start { startWorker() }
     }
 
     var capacity: Int {
-        get { state.withLock { $0.capacity } }
+        get { state.withLock { $0.limits.capacity } }
         set {
             let start = state.withLock { state -> Bool in
-                state.capacity = max(0, newValue)
-                return state.enqueue(.enforceCapacity)
+                state.limits.capacity = max(0, newValue)
+                return state.work.enqueue(.enforceCapacity)
             }
             if start { startWorker() }
         }
@@ -545,25 +579,25 @@ final class DiskStore: StoreTier {
 
     /// The largest share of `capacity` one entry file may take. Applies to the next `store`.
     var maximumEntryFraction: Double {
-        get { state.withLock { $0.maximumEntryFraction } }
-        set { state.withLock { $0.maximumEntryFraction = newValue } }
+        get { state.withLock { $0.limits.maximumEntryFraction } }
+        set { state.withLock { $0.limits.maximumEntryFraction = newValue } }
     }
 
     /// Settled records and the real size of the directory's files (entries, index, journal).
     var statistics: StoreStatistics {
         state.withLock { state in
             StoreStatistics(
-                entryCount: state.index.count,
-                byteCount: state.index.byteCount + state.metadataBytes,
-                capacity: state.capacity,
-                hits: state.hits,
-                misses: state.misses
+                entryCount: state.catalog.index.count,
+                byteCount: state.catalog.index.byteCount + state.limits.metadataBytes,
+                capacity: state.limits.capacity,
+                hits: state.counters.hits,
+                misses: state.counters.misses
             )
         }
     }
 
     var status: Status {
-        state.withLock { $0.status }
+        state.withLock { $0.health.status }
     }
 
     /// The clock for last-access times from now on (the installed configuration's).
@@ -575,14 +609,14 @@ final class DiskStore: StoreTier {
     var diagnostics: Diagnostics {
         state.withLock { state in
             Diagnostics(
-                status: state.status,
-                lastError: state.lastError,
-                corruptEntriesRemoved: state.corruptEntriesRemoved,
-                writeFailures: state.writeFailures,
-                entryFileReads: state.entryFileReads,
-                indexOrigin: state.indexOrigin,
-                damagedJournalBytes: state.damagedJournalBytes,
-                stagedCount: state.staged.count
+                status: state.health.status,
+                lastError: state.health.lastError,
+                corruptEntriesRemoved: state.counters.corruptEntriesRemoved,
+                writeFailures: state.counters.writeFailures,
+                entryFileReads: state.counters.entryFileReads,
+                indexOrigin: state.health.indexOrigin,
+                damagedJournalBytes: state.counters.damagedJournalBytes,
+                stagedCount: state.staging.records.count
             )
         }
     }
@@ -592,23 +626,21 @@ final class DiskStore: StoreTier {
     /// call it from the worker.
     func flush() {
         worker.sync {
-            workerState.withLock { worker in
-                drain(&worker)
-                settle(&worker)
-            }
+            fileWorker.drain()
+            fileWorker.settle()
         }
     }
 
     // MARK: - Scheduling
 
     func enqueue(_ operation: Operation) {
-        if state.withLock({ $0.enqueue(operation) }) { startWorker() }
+        if state.withLock({ $0.work.enqueue(operation) }) { startWorker() }
     }
 
     func enqueueReconcile(full: Bool) {
         let start = state.withLock { state -> Bool in
-            state.pendingReconciles += 1
-            return state.enqueue(.reconcile(full: full))
+            state.catalog.pendingReconciles += 1
+            return state.work.enqueue(.reconcile(full: full))
         }
         if start { startWorker() }
     }
@@ -619,10 +651,10 @@ final class DiskStore: StoreTier {
 
     private func runWorker() {
         while true {
-            workerState.withLock { drain(&$0) }
+            fileWorker.drain()
             let more = state.withLock { state -> Bool in
-                if state.operations.isEmpty {
-                    state.workerScheduled = false
+                if state.work.operations.isEmpty {
+                    state.work.isScheduled = false
                     return false
                 }
                 return true
@@ -634,30 +666,30 @@ final class DiskStore: StoreTier {
     private func scheduleAccessTimeWrite() {
         worker.asyncAfter(deadline: .now() + configuration.accessTimeWriteDelay) { [weak self] in
             guard let self else { return }
-            state.withLock { $0.accessTimeWriteScheduled = false }
-            workerState.withLock { settle(&$0) }
+            state.withLock { $0.accessTimes.writeScheduled = false }
+            fileWorker.settle()
         }
     }
 }
 
 extension DiskStore.State {
-    /// Drops `digests` from the staged map and the index and queues the deletion of their files.
-    /// Returns true when the caller must start the worker.
+    /// Drops `digests` from the staged writes and the index and queues the deletion of their
+    /// files. Returns true when the caller must start the worker.
     mutating func forget(_ digests: [EntryDigest]) -> Bool {
         var onDisk: [EntryDigest] = []
         for digest in digests {
-            let wasStaged = staged.removeValue(forKey: digest) != nil
+            let wasStaged = staging.records.removeValue(forKey: digest) != nil
             // A later store must queue a write after this removal, not coalesce into an earlier one.
-            scheduledWrites.remove(digest)
-            let wasIndexed = index.remove(digest) != nil
-            touched.remove(digest)
-            if reconcilePending { tombstones.digests.insert(digest) }
+            staging.scheduled.remove(digest)
+            let wasIndexed = catalog.index.remove(digest) != nil
+            accessTimes.touched.remove(digest)
+            if catalog.reconcilePending { catalog.tombstones.digests.insert(digest) }
             // Without a staged write or an index entry there is no file of ours to delete (unless
             // a reconcile may still find one), so an unknown key costs no disk work.
-            if wasStaged || wasIndexed || reconcilePending { onDisk.append(digest) }
+            if wasStaged || wasIndexed || catalog.reconcilePending { onDisk.append(digest) }
         }
         guard !onDisk.isEmpty else { return false }
-        return enqueue(.discard(onDisk))
+        return work.enqueue(.discard(onDisk))
     }
 }
 

@@ -1,26 +1,63 @@
 import Foundation
 
-/// The worker side of `DiskStore`: everything that writes or deletes files runs here, serially,
-/// on `worker`.
-extension DiskStore {
-    /// State only the worker touches.
-    struct WorkerState {
-        /// The directories are known to exist (cleared after a failed write, so the next one checks).
+/// The disk tier's worker: everything that writes or deletes files — entry files, the journal,
+/// the snapshot — and keeps the directory and the index in step. It owns what only it touches
+/// (the directory's condition, the open journal, the snapshot and journal sizes, index changes
+/// not yet journaled) and shares `DiskStore.State` with the store's readers through its lock.
+///
+/// Threading: every method runs on the store's serial worker queue (`DiskStore.worker`), or in
+/// the store's `deinit`, when no work is queued any more (every queued block holds the store).
+final class DiskWorker: @unchecked Sendable {
+    // @unchecked: its mutable state is confined to the store's serial worker queue (and deinit).
+    typealias Operation = DiskStore.Operation
+    typealias Paths = DiskStore.Paths
+
+    /// The directories are known to exist (cleared after a failed write, so the next one checks).
+    private var directoryReady = false
+    /// The directories could not be created; once they can, the index is reconciled with
+    /// whatever the directory holds.
+    private var directoryFailed = false
+    /// The directory was deleted while the store ran. Only writing an entry recreates it;
+    /// until then journal appends and snapshots are skipped (there is nothing to describe).
+    private var directoryDeleted = false
+    private var journal: JournalFile?
+    private var snapshotSize = 0
+    private var journalSize = 0
+    /// The journal on disk is missing records (an append failed, it was replaced, or it held
+    /// damaged bytes): the next settle writes a fresh snapshot.
+    private var snapshotNeeded = false
+    /// Index changes made in memory and not yet appended to the journal.
+    private var pendingJournal: [DiskIndex.JournalRecord] = []
+
+    private let configuration: DiskStore.Configuration
+    private let paths: Paths
+    /// What the store's readers and the worker share.
+    private let state: Locked<DiskStore.State>
+
+    /// What opening the directory found, for the worker that continues from there.
+    struct Opening {
         var directoryReady = false
-        /// The directories could not be created; once they can, the index is reconciled with
-        /// whatever the directory holds.
-        var directoryFailed = false
-        /// The directory was deleted while the store ran. Only writing an entry recreates it;
-        /// until then journal appends and snapshots are skipped (there is nothing to describe).
-        var directoryDeleted = false
-        var journal: JournalFile?
         var snapshotSize = 0
         var journalSize = 0
-        /// The journal on disk is missing records (an append failed, it was replaced, or it held
-        /// damaged bytes): the next settle writes a fresh snapshot.
         var snapshotNeeded = false
-        /// Index changes made in memory and not yet appended to the journal.
-        var pendingJournal: [DiskIndex.JournalRecord] = []
+    }
+
+    init(configuration: DiskStore.Configuration, paths: Paths, state: Locked<DiskStore.State>, opening: Opening) {
+        self.configuration = configuration
+        self.paths = paths
+        self.state = state
+        directoryReady = opening.directoryReady
+        snapshotSize = opening.snapshotSize
+        journalSize = opening.journalSize
+        snapshotNeeded = opening.snapshotNeeded
+    }
+
+    /// Journals the access times of hits not journaled yet and closes the journal (the store is
+    /// going; a directory deleted meanwhile is not recreated for them).
+    func close() {
+        appendJournal()
+        journal?.close()
+        journal = nil
     }
 
     /// Temporary files older than this whose process still runs are treated as abandoned.
@@ -29,119 +66,119 @@ extension DiskStore {
     // MARK: - The loop
 
     /// Performs queued operations until none are left, settling the index after each batch.
-    func drain(_ worker: inout WorkerState) {
+    func drain() {
         while true {
             let operations = state.withLock { state -> [Operation] in
-                let operations = state.operations
-                state.operations = []
+                let operations = state.work.operations
+                state.work.operations = []
                 return operations
             }
             if operations.isEmpty { return }
             for operation in operations {
-                perform(operation, &worker)
+                perform(operation)
             }
-            settle(&worker)
+            settle()
         }
     }
 
     /// Journals what changed, folds the journal into a snapshot when it has grown, evicts down to
     /// the capacity, and publishes the metadata size.
-    func settle(_ worker: inout WorkerState) {
-        appendJournal(&worker)
-        compactIfNeeded(&worker)
-        enforceCapacity(&worker)
-        publishMetadataSize(worker)
+    func settle() {
+        appendJournal()
+        compactIfNeeded()
+        enforceCapacity()
+        publishMetadataSize()
     }
 
-    private func perform(_ operation: Operation, _ worker: inout WorkerState) {
+    private func perform(_ operation: Operation) {
         switch operation {
-        case .write(let digest): write(digest, &worker)
-        case .discard(let digests): discard(digests, &worker)
-        case .removeAll: removeAllFiles(&worker)
+        case .write(let digest): write(digest)
+        case .discard(let digests): discard(digests)
+        case .removeAll: removeAllFiles()
         case .enforceCapacity: break  // `settle` does it after every batch
-        case .trim(let bytes): enforceCapacity(&worker, limit: bytes)
-        case .reconcile(let full): reconcile(full: full, &worker)
+        case .trim(let bytes): enforceCapacity(limit: bytes)
+        case .reconcile(let full): reconcile(full: full)
         }
     }
 
-    func publishMetadataSize(_ worker: WorkerState) {
-        let size = worker.snapshotSize + worker.journalSize
-        state.withLock { $0.metadataBytes = size }
+    func publishMetadataSize() {
+        let size = snapshotSize + journalSize
+        state.withLock { $0.limits.metadataBytes = size }
     }
 
     // MARK: - Writing entries
 
-    private func write(_ digest: EntryDigest, _ worker: inout WorkerState) {
+    private func write(_ digest: EntryDigest) {
         let job = state.withLock { state -> (record: CacheRecord, sequence: UInt64, limit: Int)? in
-            state.scheduledWrites.remove(digest)
-            guard let staged = state.staged[digest] else { return nil }  // removed meanwhile
-            return (staged.record, staged.sequence, state.maximumEntryBytes)
+            state.staging.scheduled.remove(digest)
+            guard let staged = state.staging.records[digest] else { return nil }  // removed meanwhile
+            return (staged.record, staged.sequence, state.limits.maximumEntryBytes)
         }
         guard let job else { return }
 
         let data = EntryCodec.encode(job.record)
         guard data.count <= job.limit else {
             // Too large for this tier once encoded: not stored, and the old record goes too.
-            dropWrite(digest, sequence: job.sequence, &worker)
+            dropWrite(digest, sequence: job.sequence)
             return
         }
         do {
-            guard try writeEntryFile(digest, data, &worker) else { return }  // removed while written
+            guard try writeEntryFile(digest, data) else { return }  // removed while written
         } catch {
-            reportWriteFailure(error, &worker)
-            dropWrite(digest, sequence: job.sequence, &worker)
+            reportWriteFailure(error)
+            dropWrite(digest, sequence: job.sequence)
             return
         }
 
         let entry = state.withLock { state -> DiskIndex.Entry? in
             // Gone from the staged map means removed after the rename: the file must go.
-            guard let current = state.staged[digest] else { return nil }
-            if current.sequence == job.sequence { state.staged.removeValue(forKey: digest) }
+            guard let current = state.staging.records[digest] else { return nil }
+            if current.sequence == job.sequence { state.staging.records.removeValue(forKey: digest) }
             let entry = DiskIndex.Entry(
                 fileSize: data.count,
                 latestResponseDate: job.record.latestResponseDate,
                 lastAccess: current.lastAccess
             )
-            state.index.put(digest, entry)
-            state.touched.remove(digest)
-            if case .unavailable = state.status { state.status = .available }
+            state.catalog.index.put(digest, entry)
+            state.accessTimes.touched.remove(digest)
+            if case .unavailable = state.health.status { state.health.status = .available }
             return entry
         }
         if let entry {
-            worker.pendingJournal.append(.put(digest, entry))
+            pendingJournal.append(.put(digest, entry))
         } else {
-            removeEntryFile(digest, &worker)
-            worker.pendingJournal.append(.remove(digest))
+            removeEntryFile(digest)
+            pendingJournal.append(.remove(digest))
         }
     }
 
     /// A write that will not happen: unstage it (unless a newer one is staged) and delete the
     /// old file, which holds a record the caller has replaced.
-    private func dropWrite(_ digest: EntryDigest, sequence: UInt64, _ worker: inout WorkerState) {
+    private func dropWrite(_ digest: EntryDigest, sequence: UInt64) {
         state.withLock { state in
-            if state.staged[digest]?.sequence == sequence { state.staged.removeValue(forKey: digest) }
-            state.index.remove(digest)
-            state.touched.remove(digest)
+            if state.staging.records[digest]?.sequence == sequence { state.staging.records.removeValue(forKey: digest) }
+            state.catalog.index.remove(digest)
+            state.accessTimes.touched.remove(digest)
         }
-        removeEntryFile(digest, &worker)
-        worker.pendingJournal.append(.remove(digest))
+        removeEntryFile(digest)
+        pendingJournal.append(.remove(digest))
     }
 
     /// Writes `data` to a temporary file and renames it over the entry. Returns false when the
     /// record was removed before the rename (nothing is left behind).
-    private func writeEntryFile(_ digest: EntryDigest, _ data: Data, _ worker: inout WorkerState) throws -> Bool {
-        try prepareDirectory(&worker)
+    private func writeEntryFile(_ digest: EntryDigest, _ data: Data) throws -> Bool {
+        try prepareDirectory()
         let synchronize = configuration.synchronizesWrites
         let temporary = paths.temporaryFile(in: paths.entries)
         do {
             try FileIO.createFile(temporary, contents: data, mode: 0o600, synchronize: synchronize)
         } catch let error as FileError where error.isMissing {
             // The directory was deleted under us: everything in it is gone; recreate and retry once.
-            directoryVanished(&worker)
-            try prepareDirectory(&worker)
+            directoryVanished()
+            try prepareDirectory()
             try FileIO.createFile(temporary, contents: data, mode: 0o600, synchronize: synchronize)
         }
-        guard state.withLock({ $0.staged[digest] != nil }) else {
+        guard state.withLock({ $0.staging.records[digest] != nil }) else {
             FileIO.removeQuietly(temporary)
             return false
         }
@@ -155,30 +192,30 @@ extension DiskStore {
         return true
     }
 
-    private func removeEntryFile(_ digest: EntryDigest, _ worker: inout WorkerState) {
+    private func removeEntryFile(_ digest: EntryDigest) {
         do {
             try FileIO.removeFile(paths.entry(digest))
         } catch {
-            reportWriteFailure(error, &worker)
+            reportWriteFailure(error)
         }
     }
 
-    private func discard(_ digests: [EntryDigest], _ worker: inout WorkerState) {
+    private func discard(_ digests: [EntryDigest]) {
         // An entry back in the index was written again after the removal: keep that file.
-        let doomed = state.withLock { state in digests.filter { !state.index.contains($0) } }
+        let doomed = state.withLock { state in digests.filter { !state.catalog.index.contains($0) } }
         for digest in doomed {
-            removeEntryFile(digest, &worker)
-            worker.pendingJournal.append(.remove(digest))
+            removeEntryFile(digest)
+            pendingJournal.append(.remove(digest))
         }
     }
 
-    private func removeAllFiles(_ worker: inout WorkerState) {
-        guard !worker.directoryDeleted, let names = try? FileIO.contentsOfDirectory(paths.entries) else {
+    private func removeAllFiles() {
+        guard !directoryDeleted, let names = try? FileIO.contentsOfDirectory(paths.entries) else {
             return  // no directory, nothing to remove
         }
         // Entries in the index were stored after `removeAll` was called.
         let keep = state.withLock { state in
-            Set(names.compactMap(EntryDigest.init(fileName:)).filter { state.index.contains($0) })
+            Set(names.compactMap(EntryDigest.init(fileName:)).filter { state.catalog.index.contains($0) })
         }
         for name in names {
             if let digest = EntryDigest(fileName: name), keep.contains(digest) { continue }
@@ -186,159 +223,163 @@ extension DiskStore {
             if name.hasPrefix(Paths.temporaryPrefix), !isAbandonedTemporaryFile(name: name, path: path) { continue }
             FileIO.removeQuietly(path)
         }
-        worker.pendingJournal = [.clear] + worker.pendingJournal.filter {
+        pendingJournal = [.clear] + pendingJournal.filter {
             if case .put(let digest, _) = $0 { return keep.contains(digest) }
             return false
         }
-        worker.snapshotNeeded = true
+        snapshotNeeded = true
     }
 
     // MARK: - Directory
 
     /// Makes sure the cache directory and `entries/` exist (cheap once known), creating them
     /// if needed: also after the directory was deleted, so only entry writes call this then.
-    func prepareDirectory(_ worker: inout WorkerState) throws {
-        guard !worker.directoryReady else { return }
+    func prepareDirectory() throws {
+        guard !directoryReady else { return }
         do {
             try FileIO.createDirectories(paths.root, mode: 0o700)
             try FileIO.createDirectory(paths.entries, mode: 0o700)
         } catch {
-            worker.directoryFailed = true
+            directoryFailed = true
             throw error
         }
-        worker.directoryReady = true
-        worker.directoryDeleted = false
-        if worker.directoryFailed {
+        directoryReady = true
+        directoryDeleted = false
+        if directoryFailed {
             // The directory could not be used before: learn what it holds now.
-            worker.directoryFailed = false
-            worker.snapshotNeeded = true
-            enqueueReconcile(full: false)
+            directoryFailed = false
+            snapshotNeeded = true
+            state.withLock { state in
+                // This worker's own loop picks it up (`drain` runs until no operation is left).
+                state.catalog.pendingReconciles += 1
+                state.work.operations.append(.reconcile(full: false))
+            }
         }
     }
 
     /// The directory was deleted while the store ran: forget the files it held.
-    private func directoryVanished(_ worker: inout WorkerState) {
-        worker.directoryReady = false
-        worker.directoryDeleted = true
-        worker.journal?.close()
-        worker.journal = nil
-        worker.snapshotSize = 0
-        worker.journalSize = 0
-        worker.pendingJournal.removeAll()
-        worker.snapshotNeeded = true
+    private func directoryVanished() {
+        directoryReady = false
+        directoryDeleted = true
+        journal?.close()
+        journal = nil
+        snapshotSize = 0
+        journalSize = 0
+        pendingJournal.removeAll()
+        snapshotNeeded = true
         state.withLock { state in
-            state.index.removeAll()
-            state.touched.removeAll()
+            state.catalog.index.removeAll()
+            state.accessTimes.touched.removeAll()
         }
     }
 
-    private func reportWriteFailure(_ error: Error, _ worker: inout WorkerState) {
+    private func reportWriteFailure(_ error: Error) {
         let failure: CachingError
         if let error = error as? FileError, error.meansUnwritable {
             failure = CachingError(.diskUnavailable, error.description)
         } else {
             failure = CachingError(.diskWriteFailed, "\(error)")
         }
-        worker.directoryReady = false  // check the directory again before the next write
+        directoryReady = false  // check the directory again before the next write
         state.withLock { state in
-            state.writeFailures += 1
-            state.status = .unavailable(failure)
-            state.lastError = failure
+            state.counters.writeFailures += 1
+            state.health.status = .unavailable(failure)
+            state.health.lastError = failure
         }
     }
 
     // MARK: - Journal and snapshot
 
     /// Appends the pending index changes and the access times of recent hits, in one `write`.
-    func appendJournal(_ worker: inout WorkerState) {
+    func appendJournal() {
         let touches = state.withLock { state -> [DiskIndex.JournalRecord] in
-            guard !state.touched.isEmpty else { return [] }
+            guard !state.accessTimes.touched.isEmpty else { return [] }
             var times: [(EntryDigest, Date)] = []
-            times.reserveCapacity(state.touched.count)
-            for digest in state.touched {
-                if let entry = state.index.entry(for: digest) { times.append((digest, entry.lastAccess)) }
+            times.reserveCapacity(state.accessTimes.touched.count)
+            for digest in state.accessTimes.touched {
+                if let entry = state.catalog.index.entry(for: digest) { times.append((digest, entry.lastAccess)) }
             }
-            state.touched.removeAll()
+            state.accessTimes.touched.removeAll()
             times.sort { $0.1 < $1.1 }
             return times.map { .touch($0.0, $0.1) }
         }
-        let records = worker.pendingJournal + touches
+        let records = pendingJournal + touches
         guard !records.isEmpty else { return }
         do {
-            guard let journal = try openJournal(&worker) else {
-                worker.pendingJournal.removeAll()  // the directory is gone, and what they describe
+            guard let journal = try openJournal() else {
+                pendingJournal.removeAll()  // the directory is gone, and what they describe
                 return
             }
             try journal.append(DiskIndex.encodeJournal(records), synchronize: configuration.synchronizesWrites)
-            worker.pendingJournal.removeAll()
-            worker.journalSize = (try? journal.size()) ?? worker.journalSize
+            pendingJournal.removeAll()
+            journalSize = (try? journal.size()) ?? journalSize
         } catch {
-            reportWriteFailure(error, &worker)
+            reportWriteFailure(error)
             // The records are not on disk; the next snapshot carries them instead.
-            worker.pendingJournal.removeAll()
-            worker.snapshotNeeded = true
-            if let size = try? worker.journal?.size() { worker.journalSize = size }
+            pendingJournal.removeAll()
+            snapshotNeeded = true
+            if let size = try? journal?.size() { journalSize = size }
         }
     }
 
     /// The open journal, reopened when the file was deleted or replaced behind our back; nil
     /// when the whole directory was deleted (a journal append must not recreate it).
-    private func openJournal(_ worker: inout WorkerState) throws -> JournalFile? {
-        if let journal = worker.journal, journal.isCurrent { return journal }
-        if worker.journal != nil {
+    private func openJournal() throws -> JournalFile? {
+        if let journal, journal.isCurrent { return journal }
+        if journal != nil {
             // Replaced or deleted: what it held is lost, so the next snapshot must restate it all.
-            worker.journal?.close()
-            worker.journal = nil
-            worker.snapshotNeeded = true
+            journal?.close()
+            journal = nil
+            snapshotNeeded = true
         }
-        guard directoryExists(&worker) else { return nil }
-        let journal = try JournalFile(path: paths.journal)
-        worker.journal = journal
-        worker.journalSize = (try? journal.size()) ?? 0
-        return journal
+        guard directoryExists() else { return nil }
+        let opened = try JournalFile(path: paths.journal)
+        journal = opened
+        journalSize = (try? opened.size()) ?? 0
+        return opened
     }
 
     /// Whether `entries/` still exists; notes a deleted directory (without recreating it).
-    private func directoryExists(_ worker: inout WorkerState) -> Bool {
-        guard !worker.directoryDeleted else { return false }
+    private func directoryExists() -> Bool {
+        guard !directoryDeleted else { return false }
         if (try? FileIO.status(paths.entries))?.isDirectory == true { return true }
-        directoryVanished(&worker)
+        directoryVanished()
         return false
     }
 
-    private func compactIfNeeded(_ worker: inout WorkerState) {
-        let capacity = state.withLock { $0.capacity }
+    private func compactIfNeeded() {
+        let capacity = state.withLock { $0.limits.capacity }
         let threshold = min(configuration.journalCompactionThreshold, max(4096, capacity / 16))
-        if worker.snapshotNeeded || worker.journalSize >= threshold {
-            writeSnapshot(&worker)
+        if snapshotNeeded || journalSize >= threshold {
+            writeSnapshot()
         }
     }
 
     /// Writes the whole index as a new snapshot (temporary file and rename), then empties the
     /// journal. A crash between the two replays journal records the snapshot already holds,
     /// which changes nothing.
-    func writeSnapshot(_ worker: inout WorkerState) {
+    func writeSnapshot() {
         let data = state.withLock { state -> Data in
-            state.touched.removeAll()  // their access times are in the snapshot
-            return state.index.snapshotData()
+            state.accessTimes.touched.removeAll()  // their access times are in the snapshot
+            return state.catalog.index.snapshotData()
         }
         // A deleted directory keeps `snapshotNeeded` until an entry write recreates it.
-        guard directoryExists(&worker) else { return }
+        guard directoryExists() else { return }
         let synchronize = configuration.synchronizesWrites
         let temporary = paths.temporaryFile(in: paths.root)
         do {
             try FileIO.createFile(temporary, contents: data, mode: 0o600, synchronize: synchronize)
             try FileIO.replaceItem(at: paths.index, with: temporary)
             if synchronize { try? FileIO.synchronizeDirectory(paths.root) }
-            worker.snapshotSize = data.count
-            worker.pendingJournal.removeAll()
-            try openJournal(&worker)?.truncate()
-            worker.journalSize = 0
-            worker.snapshotNeeded = false
+            snapshotSize = data.count
+            pendingJournal.removeAll()
+            try openJournal()?.truncate()
+            journalSize = 0
+            snapshotNeeded = false
         } catch {
             FileIO.removeQuietly(temporary)
-            reportWriteFailure(error, &worker)
-            worker.snapshotNeeded = true
+            reportWriteFailure(error)
+            snapshotNeeded = true
         }
     }
 
@@ -346,17 +387,17 @@ extension DiskStore {
 
     /// Evicts least recently used entries until entries, snapshot and journal fit the capacity
     /// (or `limit`, when smaller).
-    private func enforceCapacity(_ worker: inout WorkerState, limit: Int = .max) {
+    private func enforceCapacity(limit: Int = .max) {
         let removalSize = DiskIndex.JournalRecord.remove(EntryDigest(high: 0, low: 0)).encodedSize
         // Each pass journals its evictions, which may fold the journal; a few passes always suffice.
         for _ in 0..<8 {
-            let pending = worker.pendingJournal.reduce(0) { $0 + $1.encodedSize }
-            let metadata = worker.snapshotSize + worker.journalSize + pending
+            let pending = pendingJournal.reduce(0) { $0 + $1.encodedSize }
+            let metadata = snapshotSize + journalSize + pending
             let victims = state.withLock { state -> [EntryDigest] in
-                var total = state.index.byteCount + metadata
+                var total = state.catalog.index.byteCount + metadata
                 var victims: [EntryDigest] = []
-                while total > min(state.capacity, limit), let victim = state.index.popLeastRecent() {
-                    state.touched.remove(victim.digest)
+                while total > min(state.limits.capacity, limit), let victim = state.catalog.index.popLeastRecent() {
+                    state.accessTimes.touched.remove(victim.digest)
                     victims.append(victim.digest)
                     total += removalSize - victim.entry.fileSize
                 }
@@ -364,27 +405,27 @@ extension DiskStore {
             }
             if victims.isEmpty { break }
             for digest in victims {
-                removeEntryFile(digest, &worker)
-                worker.pendingJournal.append(.remove(digest))
+                removeEntryFile(digest)
+                pendingJournal.append(.remove(digest))
             }
-            appendJournal(&worker)
-            compactIfNeeded(&worker)
+            appendJournal()
+            compactIfNeeded()
         }
         // With no entries left, an index and journal that alone exceed a tiny capacity describe
         // nothing: remove them (the next open rebuilds an empty index from an empty directory).
-        let metadata = worker.snapshotSize + worker.journalSize
+        let metadata = snapshotSize + journalSize
         let removeMetadata = state.withLock { state in
-            state.index.isEmpty && metadata > min(state.capacity, limit)
+            state.catalog.index.isEmpty && metadata > min(state.limits.capacity, limit)
         }
         if removeMetadata {
-            worker.journal?.close()
-            worker.journal = nil
-            worker.pendingJournal.removeAll()
+            journal?.close()
+            journal = nil
+            pendingJournal.removeAll()
             FileIO.removeQuietly(paths.journal)
             FileIO.removeQuietly(paths.index)
-            worker.snapshotSize = 0
-            worker.journalSize = 0
-            worker.snapshotNeeded = false
+            snapshotSize = 0
+            journalSize = 0
+            snapshotNeeded = false
         }
     }
 
@@ -395,17 +436,17 @@ extension DiskStore {
     /// adopted as least recently used after their header checks out, or deleted; abandoned
     /// temporary files and foreign files in `entries/` are deleted. When `full`, the index could
     /// not be loaded and this rebuilds it. Lists the directory but reads only unlisted files.
-    private func reconcile(full: Bool, _ worker: inout WorkerState) {
+    private func reconcile(full: Bool) {
         defer { finishReconcile() }
         let names: [String]
         do {
-            guard !worker.directoryDeleted else { return }
+            guard !directoryDeleted else { return }
             names = try FileIO.contentsOfDirectory(paths.entries)
         } catch let error as FileError where error.isMissing {
-            directoryVanished(&worker)  // deleted since it opened: the next write recreates it
+            directoryVanished()  // deleted since it opened: the next write recreates it
             return
         } catch {
-            reportWriteFailure(error, &worker)
+            reportWriteFailure(error)
             return
         }
         var found = Set<EntryDigest>()
@@ -417,16 +458,16 @@ extension DiskStore {
 
         let (orphans, missing) = state.withLock { state -> ([EntryDigest], [EntryDigest]) in
             var missing: [EntryDigest] = []
-            for element in state.index.entries where !found.contains(element.key) {
+            for element in state.catalog.index.entries where !found.contains(element.key) {
                 missing.append(element.key)
             }
             for digest in missing {
-                state.index.remove(digest)
-                state.touched.remove(digest)
+                state.catalog.index.remove(digest)
+                state.accessTimes.touched.remove(digest)
             }
-            return (found.filter { !state.index.contains($0) }, missing)
+            return (found.filter { !state.catalog.index.contains($0) }, missing)
         }
-        for digest in missing { worker.pendingJournal.append(.remove(digest)) }
+        for digest in missing { pendingJournal.append(.remove(digest)) }
 
         var adopted: [(digest: EntryDigest, entry: DiskIndex.Entry)] = []
         var corrupt = 0
@@ -449,28 +490,28 @@ extension DiskStore {
         // Newest first: each adoption goes in front, so the oldest file ends up evicted first.
         adopted.sort { $0.entry.lastAccess > $1.entry.lastAccess }
         let (adoptedEntries, removed) = state.withLock { state -> ([DiskIndex.JournalRecord], [EntryDigest]) in
-            state.entryFileReads += orphans.count
+            state.counters.entryFileReads += orphans.count
             if corrupt > 0 {
-                state.corruptEntriesRemoved += corrupt
-                state.lastError = CachingError(.corruptEntry, "\(corrupt) unreadable entry file(s) in \(paths.entries)")
+                state.counters.corruptEntriesRemoved += corrupt
+                state.health.lastError = CachingError(.corruptEntry, "\(corrupt) unreadable entry file(s) in \(paths.entries)")
             }
             var records: [DiskIndex.JournalRecord] = []
             var removed: [EntryDigest] = []
-            for item in adopted where !state.index.contains(item.digest) {
+            for item in adopted where !state.catalog.index.contains(item.digest) {
                 // Removed by the app since the store opened: delete it rather than bring it back.
-                if state.tombstones.covers(item.digest, latestResponseDate: item.entry.latestResponseDate) {
+                if state.catalog.tombstones.covers(item.digest, latestResponseDate: item.entry.latestResponseDate) {
                     removed.append(item.digest)
                     continue
                 }
-                state.index.adopt(item.digest, item.entry)
-                if let entry = state.index.entry(for: item.digest) { records.append(.put(item.digest, entry)) }
+                state.catalog.index.adopt(item.digest, item.entry)
+                if let entry = state.catalog.index.entry(for: item.digest) { records.append(.put(item.digest, entry)) }
             }
             return (records, removed)
         }
-        worker.pendingJournal.append(contentsOf: adoptedEntries)
+        pendingJournal.append(contentsOf: adoptedEntries)
         for digest in removed {
-            removeEntryFile(digest, &worker)
-            worker.pendingJournal.append(.remove(digest))
+            removeEntryFile(digest)
+            pendingJournal.append(.remove(digest))
         }
 
         for name in others {
@@ -483,7 +524,7 @@ extension DiskStore {
             if isAbandonedTemporaryFile(name: name, path: path) { FileIO.removeQuietly(path) }
         }
         if full || !adoptedEntries.isEmpty || !missing.isEmpty {
-            worker.snapshotNeeded = true
+            snapshotNeeded = true
         }
     }
 
@@ -492,11 +533,11 @@ extension DiskStore {
     /// it alone and the tombstones can go.
     private func finishReconcile() {
         state.withLock { state in
-            state.indexReady = true
-            state.pendingReconciles -= 1
-            if state.pendingReconciles <= 0 {
-                state.pendingReconciles = 0
-                state.tombstones = Tombstones()
+            state.catalog.indexReady = true
+            state.catalog.pendingReconciles -= 1
+            if state.catalog.pendingReconciles <= 0 {
+                state.catalog.pendingReconciles = 0
+                state.catalog.tombstones = DiskStore.Tombstones()
             }
         }
     }
