@@ -122,7 +122,7 @@ final class CacheEngine: Sendable {
 
     /// The decision with what led to it.
     struct Decided: Sendable {
-        let decision: CacheDecision
+        let decision: ReuseDecision
         /// Whether anything at all was stored under the key (for `fwd=uri-miss` vs `vary-miss`).
         let keyWasStored: Bool
         let now: Date

@@ -14,7 +14,7 @@ package struct RevalidationConditions: Sendable, Equatable {
 }
 
 /// What to do with a cacheable request, given what is stored: the output of the decision core.
-package enum CacheDecision: Sendable, Equatable {
+package enum ReuseDecision: Sendable, Equatable {
     /// Answer with the stored response; no network. `isStale` is true when the request accepted
     /// a stale answer (`max-stale`, `.returnCacheDataElseLoad`, offline mode).
     case useStored(CacheEntry, isStale: Bool)
@@ -62,7 +62,7 @@ extension CachingPolicy {
 
     /// Decides how `request` is answered given the variant that matched it (if any) at `now`.
     /// `offline` is the installation-wide offline switch: any stored response is acceptable.
-    package func decision(for request: CacheRequest, stored: CacheEntry?, now: Date, offline: Bool = false) -> CacheDecision {
+    package func decision(for request: CacheRequest, stored: CacheEntry?, now: Date, offline: Bool = false) -> ReuseDecision {
         guard let entry = stored else {
             return offline || request.mode == .onlyCache || request.directives.onlyIfCached ? .unavailable : .fetch(fallback: nil)
         }

@@ -102,8 +102,10 @@ public class CachingURLProtocol: URLProtocol {
             return delivery.deliver(.failure(URLError(.cancelled, userInfo: [NSUnderlyingErrorKey: reason,
                                                                               NSLocalizedDescriptionKey: reason.description])))
         }
-        let client = Client(delivery: delivery, redirects: AppTaskRedirects.handling(for: task, rules: delivery.rules))
-        switch engine.load(CacheRequest(request, key: key), from: settings, client: client) {
+        // The client is made only when the load goes on past the lookup (an autoclosure): a hit
+        // never looks at the app's task.
+        switch engine.load(CacheRequest(request, key: key), from: settings,
+                           client: Client(delivery: delivery, redirects: AppTaskRedirects.handling(for: task, rules: delivery.rules))) {
         case .answered(let answer):
             delivery.deliver(answer)
         case .pending(let handle):

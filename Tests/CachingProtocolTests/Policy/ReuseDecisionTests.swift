@@ -43,7 +43,7 @@ final class ReuseDecisionTests: XCTestCase {
     func testRequestDirectives() {
         let entry = F.entry(["Cache-Control": "max-age=600", "ETag": "\"v1\""])!
         let conditions = RevalidationConditions(entry)!
-        let cases: [(String, [String: String], TimeInterval, CacheDecision)] = [
+        let cases: [(String, [String: String], TimeInterval, ReuseDecision)] = [
             ("no-cache forces revalidation", ["Cache-Control": "no-cache"], 10, .revalidate(entry, conditions)),
             ("Pragma: no-cache too", ["Pragma": "no-cache"], 10, .revalidate(entry, conditions)),
             ("max-age=0", ["Cache-Control": "max-age=0"], 10, .revalidate(entry, conditions)),
@@ -78,7 +78,7 @@ final class ReuseDecisionTests: XCTestCase {
 
     func testCachePolicyModes() {
         let entry = F.entry(["Cache-Control": "max-age=60", "ETag": "\"v1\""])!
-        let cases: [(URLRequest.CachePolicy, TimeInterval, CacheEntry?, CacheDecision)] = [
+        let cases: [(URLRequest.CachePolicy, TimeInterval, CacheEntry?, ReuseDecision)] = [
             (.reloadIgnoringLocalCacheData, 0, entry, .fetch(fallback: entry)),
             (.reloadIgnoringLocalAndRemoteCacheData, 0, entry, .fetch(fallback: entry)),
             (.reloadRevalidatingCacheData, 0, entry, .revalidate(entry, RevalidationConditions(entry)!)),
