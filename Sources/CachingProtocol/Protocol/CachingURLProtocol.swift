@@ -39,6 +39,12 @@ public class CachingURLProtocol: URLProtocol {
         SessionClasses.settings(of: self)
     }
 
+    /// How this platform's client wants to be called (see `ClientDelivery.Rules`). A class
+    /// property so tests can run Apple's rules on Linux through a subclass.
+    class var deliveryRules: ClientDelivery.Rules {
+        .platform
+    }
+
     public override class func canInit(with request: URLRequest) -> Bool {
         if Registration.isProbe(request) { return true }
         guard let engine = Installation.current else { return false }
@@ -76,9 +82,9 @@ public class CachingURLProtocol: URLProtocol {
 
     public override func startLoading() {
         #if canImport(FoundationNetworking)
-        let delivery = ClientDelivery(owner: self, executor: CallingThreadExecutor())
+        let delivery = ClientDelivery(owner: self, executor: CallingThreadExecutor(), rules: Self.deliveryRules)
         #else
-        let delivery = ClientDelivery(owner: self, executor: ClientThreadExecutor())
+        let delivery = ClientDelivery(owner: self, executor: ClientThreadExecutor(), rules: Self.deliveryRules)
         #endif
         self.delivery.withLock { $0 = delivery }
         if Registration.isProbe(request) {
