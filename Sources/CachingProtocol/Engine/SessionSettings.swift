@@ -56,6 +56,8 @@ struct SessionSettings: Sendable, Hashable {
     /// win, as in Foundation), its timeout when the request kept the default, its cache policy
     /// when the request kept the default, and (on Apple) its cookies.
     func apply(to request: URLRequest, addingCookies: Bool = addsSessionCookies) -> URLRequest {
+        // A request without a URL is not the cache's; corelibs traps when one is changed.
+        guard request.url != nil else { return request }
         let configuration = snapshot.configuration
         var request = request
         for (name, value) in fingerprint.additionalHeaders where request.value(forHTTPHeaderField: name) == nil {

@@ -119,7 +119,10 @@ package enum RequestDisposition: Equatable {
     case cacheable
 
     package init(_ request: URLRequest, facts: RequestHeaderFacts? = nil) {
-        guard let url = request.url, let scheme = url.scheme, scheme.isEqualIgnoringASCIICase("http") || scheme.isEqualIgnoringASCIICase("https") else {
+        guard let url = request.url, let scheme = url.scheme, scheme.isEqualIgnoringASCIICase("http") || scheme.isEqualIgnoringASCIICase("https"),
+              url.port.map({ (0...65_535).contains($0) }) ?? true else {
+            // Not http(s), or a URL no request can be sent to (a port beyond 65535): Foundation
+            // answers it as it would without the cache.
             self = .passThrough
             return
         }

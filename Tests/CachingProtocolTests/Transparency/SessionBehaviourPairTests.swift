@@ -258,3 +258,29 @@ final class SessionIsolationTests: CachingTestCase {
         XCTAssertEqual(originMethods("/feed"), ["GET"])
     }
 }
+
+/// Requests the foreign URLSession suite found the layer mishandling.
+final class UnsendableRequestTests: CachingTestCase {
+    /// corelibs traps when a request without a URL is changed: the layer leaves it alone, and
+    /// Foundation answers it as without the layer.
+    func testARequestWithoutAURLIsLeftToFoundation() async throws {
+        var request = URLRequest(url: origin.url("/anything"))
+        request.url = nil
+        XCTAssertFalse(CachingURLProtocol.canInit(with: request))
+        let (data, response, error) = await withCheckedContinuation { continuation in
+            session.dataTask(with: request) { data, response, error in
+                continuation.resume(returning: (data, response, error as? URLError))
+            }.resume()
+        }
+        XCTAssertNil(data)
+        XCTAssertNil(response)
+        XCTAssertEqual(error?.code, .unsupportedURL)
+    }
+
+    /// A port no connection can use is Foundation's to refuse (with `badURL`, and `task.error`
+    /// set, which a protocol cannot set on Linux).
+    func testAURLWithAnImpossiblePortIsLeftToFoundation() {
+        XCTAssertFalse(CachingURLProtocol.canInit(with: URLRequest(url: URL(string: "http://127.0.0.1:999999/x")!)))
+        XCTAssertTrue(CachingURLProtocol.canInit(with: URLRequest(url: origin.url("/x"))))
+    }
+}
