@@ -88,6 +88,26 @@ final class HTTPDateTests: XCTestCase {
             XCTAssertNil(HTTPDate.parse(text), text)
         }
     }
+
+    /// RFC 9110 §5.6.7's grammar, exactly: the forms the HTTP caching tests call invalid are
+    /// rejected (RFC 9111 §5.3: an invalid `Expires` means already expired), names in any case
+    /// are accepted.
+    func testOnlyTheGrammarsFormsParse() {
+        let date = Date(timeIntervalSince1970: 2_544_400_878)   // Thu, 18 Aug 2050 02:01:18 GMT
+        for valid in ["Thu, 18 Aug 2050 02:01:18 GMT", "THU, 18 Aug 2050 02:01:18 GMT", "Thu, 18 AUG 2050 02:01:18 GMT",
+                      "Thu, 18 Aug 2050 02:01:18 gMT", "Thursday, 18-Aug-50 02:01:18 GMT", "Thu Aug 18 02:01:18 2050"] {
+            XCTAssertEqual(HTTPDate.parse(valid), date, valid)
+        }
+        XCTAssertEqual(HTTPDate.parse("Mon Aug  8 02:01:18 2050"), Date(timeIntervalSince1970: 2_543_536_878))
+        for invalid in ["Thu, 18 Aug 2050 02:01:18 UTC", "Thu, 18 Aug 2050 02:01:18 AEST", "Thu, 18 Aug 50 02:01:18 GMT",
+                        "Thu 18 Aug 2050 02:01:18 GMT", "Thu, 18  Aug  2050 02:01:18 GMT", "Thu, 18-Aug-2050 02:01:18 GMT",
+                        "Thu, 18 Aug 2050 02.01.18 GMT", "Thu, 18 Aug 2050 2:01:18 GMT",
+                        "Thu, 18 Aug 2050 02:01:18 GMT, Thu, 18 Aug 2050 02:01:19 GMT", "Thu, 8 Aug 2050 02:01:18 GMT",
+                        " Thu, 18 Aug 2050 02:01:18 GMT", "Thu, 18 Aug 2050 02:01:18 GMT ", "Thursday, 18 Aug 2050 02:01:18 GMT",
+                        "Thu, 18-Aug-50 02:01:18 GMT", "Thu Aug 8 02:01:18 2050"] {
+            XCTAssertNil(HTTPDate.parse(invalid), invalid)
+        }
+    }
 }
 
 final class HTTPHeadersTests: XCTestCase {
