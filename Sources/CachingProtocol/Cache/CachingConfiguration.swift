@@ -34,7 +34,8 @@ public struct CachingConfiguration: Sendable {
     /// Whether answers carry a `Cache-Status` header (RFC 9211) naming this cache: `CachingProtocol; hit`
     /// for a fresh hit, `CachingProtocol; hit; ttl=-30; detail=stale` for a stale one,
     /// `CachingProtocol; fwd=uri-miss; fwd-status=200; stored; ttl=600` for a miss. Default true.
-    /// Nothing else is added to the origin's headers (no synthesised `Age`).
+    /// Besides it, a response served from the cache carries the `Age` HTTP requires of a cache
+    /// (RFC 9111 §5.1): how long ago the origin produced it, in seconds; nothing else is added.
     public var addsCacheStatus: Bool
     /// Whether identical concurrent requests that must go to the origin share one upstream
     /// request. Default true.

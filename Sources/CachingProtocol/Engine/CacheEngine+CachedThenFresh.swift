@@ -52,7 +52,7 @@ extension CacheEngine {
         let stored = CachingPolicy.matchingVariant(in: store.record(forKey: key), for: request)
         if let stored {
             let isStale = stored.timeToLive(at: now) <= 0
-            if case .response(let response, let body) = storedAnswer(stored, status: .hit(stored, stale: isStale, at: now)) {
+            if case .response(let response, let body) = storedAnswer(stored, status: .hit(stored, stale: isStale, at: now), at: now) {
                 continuation.yield(CachedThenFreshResponse(response: response, data: body, source: .cache(isStale: isStale)))
             }
         }

@@ -128,7 +128,7 @@ extension CacheEngine {
             }
             let status = CacheStatus(forward: .stale, forwardStatus: upstream.status, stored: true,
                                      timeToLive: CacheStatus.timeToLive(of: updated, at: now))
-            finish(exchange, with: Resolution(answer: storedAnswer(updated, status: status),
+            finish(exchange, with: Resolution(answer: storedAnswer(updated, status: status, at: now),
                                               outcome: .revalidatedNotModified, trip: trip))
         case .changed(bodyIncluded: true):
             finish(exchange, with: resolveFetch(result, request: request, fallback: entry, forward: .stale,
@@ -275,7 +275,7 @@ extension CacheEngine {
                                  timeToLive: CacheStatus.timeToLive(of: entry, at: now), detail: "stale-if-error")
         var trip = trip
         trip.originStatus = originStatus
-        return Resolution(answer: storedAnswer(entry, status: status), outcome: .staleAfterError, trip: trip)
+        return Resolution(answer: storedAnswer(entry, status: status, at: now), outcome: .staleAfterError, trip: trip)
     }
 
     /// The origin's response as the app sees it: untouched, plus `Cache-Status` when enabled.

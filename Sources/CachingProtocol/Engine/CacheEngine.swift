@@ -109,7 +109,7 @@ final class CacheEngine: Sendable {
         case .answered(let record):
             let decided = decide(request, record: record)
             if case .useStored(let entry, let isStale) = decided.decision {
-                let answer = storedAnswer(entry, status: .hit(entry, stale: isStale, at: decided.now))
+                let answer = storedAnswer(entry, status: .hit(entry, stale: isStale, at: decided.now), at: decided.now)
                 account(answer, key: request.key, outcome: isStale ? .staleHit : .hit, trip: .noNetwork,
                         collapsed: false, started: started)
                 return .answered(answer)
@@ -142,7 +142,7 @@ final class CacheEngine: Sendable {
         let now = decided.now
         switch decided.decision {
         case .useStored(let entry, let isStale):
-            let answer = storedAnswer(entry, status: .hit(entry, stale: isStale, at: now))
+            let answer = storedAnswer(entry, status: .hit(entry, stale: isStale, at: now), at: now)
             deliver(answer, to: load, outcome: isStale ? .staleHit : .hit, trip: .noNetwork)
         case .useStoredAndRevalidate(let entry, let conditions):
             var status = CacheStatus.hit(entry, stale: true, at: now)
@@ -154,7 +154,7 @@ final class CacheEngine: Sendable {
                 self.startExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, joining: nil)
                 self.backgroundWork.leave()
             }
-            deliver(storedAnswer(entry, status: status), to: load, outcome: .staleHit, trip: .noNetwork)
+            deliver(storedAnswer(entry, status: status, at: now), to: load, outcome: .staleHit, trip: .noNetwork)
         case .revalidate(let entry, let conditions):
             startExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, joining: load)
         case .fetch(let fallback):
@@ -189,9 +189,10 @@ final class CacheEngine: Sendable {
 
     // MARK: Answers
 
-    /// The stored response with `status` as `Cache-Status` (when the configuration adds it).
-    func storedAnswer(_ entry: CacheEntry, status: CacheStatus) -> Answer {
-        BuiltResponse.answer(for: entry, cacheStatus: configuration.addsCacheStatus ? status : nil)
+    /// The stored response at `now`, with `status` as `Cache-Status` (when the configuration
+    /// adds it).
+    func storedAnswer(_ entry: CacheEntry, status: CacheStatus, at now: Date) -> Answer {
+        BuiltResponse.answer(for: entry, cacheStatus: configuration.addsCacheStatus ? status : nil, at: now)
     }
 
     /// What went over the wire for one request, for its event.

@@ -252,10 +252,19 @@ extension CachingPolicy {
         return directives
     }
 
+    /// The `Age` field's value (RFC 9111 §5.1): of a list (or of several lines), the first
+    /// member; nil when that is not a non-negative integer (`10a`, `-1`, `1.5`, `7200;x=y`),
+    /// which a cache ignores. Values beyond 2^31 count as 2^31.
+    static func ageValue(_ headers: HTTPHeaders) -> Int? {
+        guard let value = headers["Age"] else { return nil }
+        let first = value.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        return CacheControl.deltaSeconds(Substring(first.trimmingCharacters(in: .whitespaces)))
+    }
+
     /// RFC 9111 §4.2.3: the larger of the apparent age (from `Date`) and the `Age` header plus the
     /// time the response took to arrive.
     static func correctedInitialAge(headers: HTTPHeaders, date: Date?, requestDate: Date, responseDate: Date) -> TimeInterval {
-        let ageValue = headers["Age"].flatMap { CacheControl.deltaSeconds(Substring($0.trimmingCharacters(in: .whitespaces))) } ?? 0
+        let ageValue = Self.ageValue(headers) ?? 0
         let apparentAge = date.map { max(0, responseDate.timeIntervalSince($0)) } ?? 0
         let responseDelay = max(0, responseDate.timeIntervalSince(requestDate))
         return max(apparentAge, TimeInterval(ageValue) + responseDelay)
