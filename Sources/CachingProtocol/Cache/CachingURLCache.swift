@@ -338,7 +338,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         var headers: HTTPHeaders
         var status = 0
         if let http = response as? HTTPURLResponse {
-            headers = HTTPHeaders(http.allHeaderFields)
+            headers = CachingPolicy.storableHeaders(HTTPHeaders(http.allHeaderFields))
             status = http.statusCode
         } else {
             headers = HTTPHeaders()

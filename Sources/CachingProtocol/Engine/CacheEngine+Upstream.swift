@@ -122,7 +122,7 @@ extension CacheEngine {
         case .notModified(let updated, let mayStore):
             trip.originStatus = upstream.status
             if mayStore {
-                store.storeVariant(updated, key: request.key)
+                store.storeVariant(updated, key: request.key, memoryOnly: CachingPolicy.isKeptInMemoryOnly(updated.headers))
             } else {
                 removeVariant(matching: request)
             }
@@ -248,7 +248,7 @@ extension CacheEngine {
             if upstream.status < 500 { removeVariant(matching: request) }
             return
         }
-        let headers = upstream.headers
+        let headers = CachingPolicy.storableHeaders(upstream.headers)
         let entry = CacheEntry(
             responseURL: upstream.response.url?.absoluteString ?? request.urlRequest.url?.absoluteString ?? "",
             statusCode: upstream.status,
@@ -262,7 +262,7 @@ extension CacheEngine {
             credentialFingerprint: request.credentialFingerprint,
             userInfo: nil
         )
-        store.storeVariant(entry, key: request.key)
+        store.storeVariant(entry, key: request.key, memoryOnly: CachingPolicy.isKeptInMemoryOnly(headers))
     }
 
     /// Drops the stored variant `request` would be answered with.

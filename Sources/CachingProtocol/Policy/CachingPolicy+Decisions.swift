@@ -168,9 +168,6 @@ extension CachingPolicy {
         if request.credentialFingerprint != nil, !storesCredentialedResponses, !directives.isPublic {
             return .doNotStore(reason: "credentials without public")
         }
-        if headers.contains("Set-Cookie"), !directives.isPublic {
-            return .doNotStore(reason: "Set-Cookie without public")
-        }
 
         let dateHeader = headers["Date"].flatMap(HTTPDate.parse)
         let explicit = explicitFreshness(directives, headers: headers, date: dateHeader, responseDate: responseDate)
@@ -261,6 +258,32 @@ extension CachingPolicy {
         return CacheControl.deltaSeconds(Substring(first.trimmingCharacters(in: .whitespaces)))
     }
 
+    /// The fields of a response as a cache stores them (RFC 9111 §3.1): without `Connection`
+    /// and the fields it names, and without the hop-by-hop and proxy fields, which describe one
+    /// connection, not the response.
+    static func storableHeaders(_ headers: HTTPHeaders) -> HTTPHeaders {
+        var named = hopByHopFields
+        for list in headers.fields where list.name.isEqualIgnoringASCIICase("Connection") {
+            named += list.value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        guard named.contains(where: headers.contains) else { return headers }
+        var stored = headers
+        for name in named { stored.remove(name) }
+        return stored
+    }
+
+    /// Fields never stored: they belong to one connection or one proxy hop.
+    static let hopByHopFields = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade",
+                                 "Proxy-Authenticate", "Proxy-Authentication-Info", "Proxy-Authorization"]
+
+    /// Whether a stored response is kept in memory only, never written to disk: one that sets a
+    /// cookie. It is stored (a private cache may, RFC 9111 §7.1) and replayed to requests with
+    /// the same credentials, but a session cookie's value never lands in a cache file; the
+    /// cookie jar is where cookies persist.
+    static func isKeptInMemoryOnly(_ headers: HTTPHeaders) -> Bool {
+        headers.contains("Set-Cookie")
+    }
+
     /// RFC 9111 §4.2.3: the larger of the apparent age (from `Date`) and the `Age` header plus the
     /// time the response took to arrive.
     static func correctedInitialAge(headers: HTTPHeaders, date: Date?, requestDate: Date, responseDate: Date) -> TimeInterval {
@@ -278,11 +301,14 @@ extension CachingPolicy {
         record?.variants.first { variant($0, matches: request) }
     }
 
-    /// Whether the stored variant `entry` may answer `request` (see `matchingVariant`).
+    /// Whether the stored variant `entry` may answer `request` (see `matchingVariant`): it was
+    /// fetched with the same credentials (`Authorization`, `Cookie`; or none), so one user's
+    /// answer never reaches another, nor an anonymous answer a signed-in user; and its `Vary`
+    /// values match.
     static func variant(_ entry: CacheEntry, matches request: CacheRequest) -> Bool {
         entry.credentialFingerprint == request.credentialFingerprint
             && entry.varyFields.allSatisfy { field in
-                varyValue(field.name, of: request) == field.value
+                varyValueMatches(field, request: request, entry: entry)
             }
     }
 
@@ -304,8 +330,21 @@ extension CachingPolicy {
     /// writes a token or a session cookie into an entry file.
     static func varyValue(_ name: String, of request: CacheRequest) -> String? {
         guard let value = normalizedVaryValue(request.header(name)) else { return nil }
+        if name.isEqualIgnoringASCIICase("Accept-Language") { return LanguagePreferences(value).canonical }
         guard credentialFields.contains(name.lowercased()) else { return value }
         return "digest:" + StableHash.hexDigest128(value)
+    }
+
+    /// Whether `request` has the value a stored variant's `Vary` field recorded. Equal normalised
+    /// values match; for `Accept-Language` (compared without regard to case or order), so does a
+    /// request whose most preferred language is the variant's `Content-Language` — the variant
+    /// the origin would select for it.
+    static func varyValueMatches(_ field: CacheEntry.VaryField, request: CacheRequest, entry: CacheEntry) -> Bool {
+        let value = varyValue(field.name, of: request)
+        if value == field.value { return true }
+        guard field.name == "accept-language", let requested = request.header("Accept-Language"),
+              let language = entry.headers["Content-Language"], !language.contains(",") else { return false }
+        return LanguagePreferences(requested).mostPreferred == [language.trimmingCharacters(in: .whitespaces).lowercased()]
     }
 
     /// Field values compared for `Vary`: surrounding whitespace and whitespace around commas
@@ -315,5 +354,43 @@ extension CachingPolicy {
         return value.split(separator: ",", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
             .joined(separator: ",")
+    }
+}
+
+/// An `Accept-Language` field value (RFC 9110 §12.5.4) as ranges with their weights.
+struct LanguagePreferences: Equatable {
+    /// Language ranges, lowercased, with their `q` weights; those of weight 0 are dropped.
+    let ranges: [(range: String, weight: Double)]
+
+    init(_ value: String) {
+        var ranges: [(String, Double)] = []
+        for member in value.split(separator: ",") {
+            let parts = member.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let range = parts.first?.lowercased(), !range.isEmpty else { continue }
+            var weight = 1.0
+            for parameter in parts.dropFirst() where parameter.lowercased().hasPrefix("q=") {
+                weight = Double(parameter.dropFirst(2)).map { min(1, max(0, $0)) } ?? 1
+            }
+            if weight > 0 { ranges.append((range, weight)) }
+        }
+        self.ranges = ranges
+    }
+
+    static func == (lhs: LanguagePreferences, rhs: LanguagePreferences) -> Bool {
+        lhs.canonical == rhs.canonical
+    }
+
+    /// The ranges by descending weight, then by name: equal for values that differ only in case,
+    /// order or spacing.
+    var canonical: String {
+        ranges.sorted { $0.weight != $1.weight ? $0.weight > $1.weight : $0.range < $1.range }
+            .map { $0.weight == 1 ? $0.range : "\($0.range);q=\($0.weight)" }
+            .joined(separator: ",")
+    }
+
+    /// The ranges of the highest weight, sorted.
+    var mostPreferred: [String] {
+        guard let top = ranges.map(\.weight).max() else { return [] }
+        return ranges.filter { $0.weight == top }.map(\.range).sorted()
     }
 }

@@ -80,7 +80,7 @@ extension CachingPolicy {
     /// describe the answer's own (empty) body or its connection (`headersNotUpdatedByValidation`).
     static func headersAfterValidation(stored: HTTPHeaders, received: HTTPHeaders) -> HTTPHeaders {
         var headers = stored
-        for field in received.fields where !headersNotUpdatedByValidation.contains(where: field.name.isEqualIgnoringASCIICase) {
+        for field in storableHeaders(received).fields where !headersNotUpdatedByValidation.contains(where: field.name.isEqualIgnoringASCIICase) {
             headers.set(field.name, field.value)
         }
         return headers

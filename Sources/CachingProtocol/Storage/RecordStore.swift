@@ -18,8 +18,9 @@ protocol RecordStore: AnyObject, Sendable {
     /// A counted lookup that reads whatever it takes, on the calling thread.
     func record(forKey key: String) -> CacheRecord?
     /// Puts `entry` first among the variants stored under `key`, replacing the variant it is the
-    /// same as (`CacheEntry.isSameVariant(as:)`).
-    func storeVariant(_ entry: CacheEntry, key: String)
+    /// same as (`CacheEntry.isSameVariant(as:)`); in memory only (and off the disk) when
+    /// `memoryOnly`.
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool)
     /// Removes the variant stored under `key` that `matches` picks (the first, newest first);
     /// the record goes when it was the last one.
     func removeVariant(forKey key: String, matching matches: (CacheEntry) -> Bool)

@@ -55,10 +55,6 @@ final class TieredStore: RecordStore {
         record(forKey: key, counting: true, memoryAlreadyCounted: false)
     }
 
-    func storeVariant(_ entry: CacheEntry, key: String) {
-        storeVariant(entry, key: key, memoryOnly: false)
-    }
-
     func removeVariant(forKey key: String, matching matches: (CacheEntry) -> Bool) {
         guard let stored = record(forKey: key, counting: false, memoryAlreadyCounted: false),
               let variant = stored.variants.first(where: matches) else { return }
@@ -100,8 +96,9 @@ final class TieredStore: RecordStore {
         }
     }
 
-    /// `storeVariant(_:key:)`, keeping the record in memory only when `memoryOnly`; the oldest
-    /// variants beyond `maximumVariants` are dropped.
+    /// Puts `entry` first among the variants stored under `key` (in memory only, and off the
+    /// disk, when `memoryOnly`), replacing the variant it is the same as and dropping the oldest
+    /// beyond `maximumVariants`.
     func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
         var variants = record(forKey: key, counting: false, memoryAlreadyCounted: false)?.variants ?? []
         variants.removeAll { $0.isSameVariant(as: entry) }

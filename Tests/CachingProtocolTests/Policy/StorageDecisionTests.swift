@@ -44,7 +44,7 @@ final class StorageDecisionTests: XCTestCase {
             Case(name: "404 is not stored by the heuristic preset", headers: ["Cache-Control": "max-age=60"], status: 404, lifetime: nil),
             Case(name: "203 is stored", headers: ["Cache-Control": "max-age=60"], status: 203, lifetime: 60),
             Case(name: "Vary: * is never stored", headers: ["Cache-Control": "max-age=60", "Vary": "Accept, *"], lifetime: nil),
-            Case(name: "Set-Cookie without public is not stored", headers: ["Cache-Control": "max-age=60", "Set-Cookie": "a=b"], lifetime: nil),
+            Case(name: "Set-Cookie is stored (a private cache may, RFC 9111 §7.1)", headers: ["Cache-Control": "max-age=60", "Set-Cookie": "a=b"], lifetime: 60),
             Case(name: "Set-Cookie with public is stored", headers: ["Cache-Control": "public, max-age=60", "Set-Cookie": "a=b"], lifetime: 60),
         ], policy: .heuristic())
     }

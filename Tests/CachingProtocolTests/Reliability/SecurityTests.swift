@@ -227,17 +227,23 @@ final class SecurityTests: CachingTestCase {
         XCTAssertFalse(origin.requests.contains { $0.header("Cookie")?.contains(shared.value) == true })
     }
 
-    func testSetCookieResponseIsNotStoredWithoutPublic() async throws {
+    /// A response that sets a cookie is stored (RFC 9111 §7.1) and replayed, but only in memory:
+    /// the cookie's value never reaches a cache file, and the answer goes only to requests with
+    /// the credentials it was fetched with.
+    func testSetCookieResponseIsKeptInMemoryOnly() async throws {
         origin.handle("/login") { _ in
             .text("welcome", headers: [HTTPField("Cache-Control", "max-age=600"), HTTPField("Set-Cookie", "session=s3cr3t")])
         }
-        _ = try await get("/login")
-        _ = try await get("/login")
-        XCTAssertEqual(originMethods("/login"), ["GET", "GET"])
-        XCTAssertEqual(origin.requests(to: "/login").last?.header("Cookie"), "session=s3cr3t",
-                       "Foundation put the cookie in the shared jar (the harness empties it after each test)")
+        let (_, first) = try await get("/login")
+        XCTAssertEqual(first.value(forHTTPHeaderField: "Set-Cookie"), "session=s3cr3t")
+        CachingTestCase.removeLoopbackCookies()   // the jar got it; the next request carries no cookie again
+        let (_, replayed) = try await get("/login")
+        XCTAssertEqual(replayed.value(forHTTPHeaderField: "Set-Cookie"), "session=s3cr3t", "the stored Set-Cookie is replayed")
+        XCTAssertEqual(originMethods("/login"), ["GET"])
         cache.waitUntilSettled()
         XCTAssertEqual(CacheFiles.files(in: directory, containing: Data("s3cr3t".utf8)), [])
+        let reopened = CachingURLCache(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: directory)
+        XCTAssertNil(reopened.cachedResponse(for: request("/login")), "nothing of it on disk")
     }
 
     // MARK: Cache-Control private and no-store

@@ -1,0 +1,103 @@
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import CachingProtocol
+
+/// RFC 9111 rules the conformance suite checks, each as a table from the RFC's text.
+final class ConformanceRulesTests: XCTestCase {
+    private typealias F = PolicyFixtures
+    private let rfc = CachingPolicy.rfc9111
+
+    private func at(_ seconds: TimeInterval) -> Date { F.start.addingTimeInterval(seconds) }
+
+    /// §5.1: of a list-valued `Age`, the first member counts; a first member that is not a
+    /// non-negative integer is ignored; values beyond 2^31 count as 2^31.
+    func testAgeParsing() {
+        let cases: [(String, Int?)] = [
+            ("30", 30), ("  30 ", 30), ("7200, 0", 7200), ("0, 7200", 0), ("0, 0", 0),
+            ("abc", nil), ("-7200", nil), ("7200.0", nil), ("10a", nil), ("7200;foo=bar", nil), ("", nil),
+            ("2147483647", 2_147_483_647), ("2147483649", 2_147_483_648), ("99999999999999999999", 2_147_483_648),
+        ]
+        for (value, expected) in cases {
+            XCTAssertEqual(CachingPolicy.ageValue(HTTPHeaders(["Age": value])), expected, value)
+        }
+        let twoLines = HTTPHeaders([.init(name: "Age", value: "7200"), .init(name: "Age", value: "0")])
+        XCTAssertEqual(CachingPolicy.ageValue(twoLines), 7200, "the first line")
+        XCTAssertNil(CachingPolicy.ageValue(HTTPHeaders()))
+    }
+
+    /// An `Age` of 7200 on a response fresh for 3600 makes it stale at once; an invalid one is
+    /// ignored.
+    func testAgeDecidesFreshness() {
+        let stale = F.entry(["Cache-Control": "max-age=3600", "Age": "7200, 0", "ETag": "\"a\""], policy: rfc)!
+        XCTAssertLessThan(stale.timeToLive(at: F.start), 0)
+        let ignored = F.entry(["Cache-Control": "max-age=3600", "Age": "abc"], policy: rfc)!
+        XCTAssertEqual(ignored.timeToLive(at: F.start), 3600)
+    }
+
+    /// §5.3: an `Expires` that is not a valid HTTP-date means already expired.
+    func testInvalidExpiresIsAlreadyExpired() {
+        for expires in ["Thu, 18 Aug 2050 02:01:18 UTC", "Thu, 18 Aug 50 02:01:18 GMT", "Thu 18 Aug 2050 02:01:18 GMT",
+                        "Thu, 18  Aug  2050 02:01:18 GMT", "Thu, 18-Aug-2050 02:01:18 GMT", "Thu, 18 Aug 2050 2:01:18 GMT", "0"] {
+            let entry = F.entry(["Expires": expires, "Date": F.httpDate(0), "ETag": "\"a\""], policy: rfc)
+            XCTAssertEqual(entry?.freshnessLifetime, 0, expires)
+        }
+        let valid = F.entry(["Expires": F.httpDate(600), "Date": F.httpDate(0)], policy: rfc)
+        XCTAssertEqual(valid?.freshnessLifetime, 600)
+    }
+
+    /// §3.1: `Connection`, the fields it names and the hop-by-hop fields are not stored.
+    func testHopByHopFieldsAreNotStored() {
+        let received = HTTPHeaders([
+            .init(name: "Connection", value: "a, B"), .init(name: "a", value: "1"), .init(name: "b", value: "2"),
+            .init(name: "c", value: "3"), .init(name: "Keep-Alive", value: "timeout=5"), .init(name: "TE", value: "trailers"),
+            .init(name: "Transfer-Encoding", value: "chunked"), .init(name: "Upgrade", value: "h2c"),
+            .init(name: "Proxy-Connection", value: "keep-alive"), .init(name: "Proxy-Authenticate", value: "Basic"),
+            .init(name: "Proxy-Authentication-Info", value: "x"), .init(name: "Proxy-Authorization", value: "y"),
+            .init(name: "Content-Type", value: "text/plain"), .init(name: "Set-Cookie", value: "s=1"),
+        ])
+        let stored = CachingPolicy.storableHeaders(received)
+        XCTAssertEqual(stored.fields.map(\.name), ["c", "Content-Type", "Set-Cookie"])
+        let plain = HTTPHeaders(["Content-Type": "text/plain", "ETag": "\"a\""])
+        XCTAssertEqual(CachingPolicy.storableHeaders(plain), plain, "nothing to drop, nothing changed")
+        let merged = CachingPolicy.headersAfterValidation(stored: plain, received: HTTPHeaders(["Connection": "x", "x": "1", "Y": "2"]))
+        XCTAssertNil(merged["x"], "a 304 does not bring hop-by-hop fields either")
+        XCTAssertEqual(merged["Y"], "2")
+    }
+
+    /// §7.1: a private cache may store a response that sets a cookie; this one keeps it in
+    /// memory only.
+    func testSetCookieIsStoredInMemoryOnly() {
+        XCTAssertNotNil(F.entry(["Cache-Control": "max-age=60", "Set-Cookie": "a=b"], policy: rfc))
+        XCTAssertTrue(CachingPolicy.isKeptInMemoryOnly(HTTPHeaders(["Set-Cookie": "a=b"])))
+        XCTAssertFalse(CachingPolicy.isKeptInMemoryOnly(HTTPHeaders(["Cache-Control": "max-age=60"])))
+    }
+
+    /// `Vary: Accept-Language`: case and order do not make requests different, and a request
+    /// whose most preferred language is the variant's `Content-Language` selects it.
+    func testAcceptLanguageNormalisation() {
+        func stored(_ accept: String, contentLanguage: String? = nil) -> CacheEntry {
+            var headers = ["Cache-Control": "max-age=600", "Vary": "Accept-Language"]
+            if let contentLanguage { headers["Content-Language"] = contentLanguage }
+            return F.entry(headers, policy: rfc, request: F.request(["Accept-Language": accept]))!
+        }
+        let cases: [(String, String?, String, Bool)] = [
+            ("en, de", nil, "en, de", true),
+            ("en, de", nil, "de, en", true),
+            ("en, de", nil, "eN, De", true),
+            ("en, de", nil, "en;q=1.0, de", true),
+            ("en, de", nil, "en", false),
+            ("en, de", nil, "en, de;q=0.5", false),
+            ("en, de", "de", "fr;q=0.5, de;q=1.0", true),
+            ("en, de", "de", "fr, de;q=0.5", false),
+            ("en, de", "de", "de, fr", false),
+            ("en, de", "de, en", "de", false),
+        ]
+        for (storedAccept, language, requested, matches) in cases {
+            let record = CacheRecord(key: "k", variants: [stored(storedAccept, contentLanguage: language)])
+            let found = CachingPolicy.matchingVariant(in: record, for: F.request(["Accept-Language": requested]))
+            XCTAssertEqual(found != nil, matches, "\(storedAccept) (\(language ?? "-")) vs \(requested)")
+        }
+    }
+}
