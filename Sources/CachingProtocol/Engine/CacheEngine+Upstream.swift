@@ -169,6 +169,9 @@ extension CacheEngine {
         if request.mode == .reloadFromOrigin {
             upstream.setValue("no-cache", forHTTPHeaderField: "Cache-Control")
             upstream.setValue("no-cache", forHTTPHeaderField: "Pragma")
+        } else if request.mode == .revalidate, request.urlRequest.value(forHTTPHeaderField: "Cache-Control") == nil {
+            // As a browser's reload does: caches on the way revalidate too.
+            upstream.setValue("max-age=0", forHTTPHeaderField: "Cache-Control")
         }
         if let conditions {
             if let etag = conditions.ifNoneMatch { upstream.setValue(etag, forHTTPHeaderField: "If-None-Match") }
@@ -201,7 +204,8 @@ extension CacheEngine {
         }
         switch result {
         case .failure(let error):
-            if let fallback, (error as? URLError)?.code != .cancelled, policy.mayServeAfterError(fallback, request: request, now: now) {
+            if let fallback, (error as? URLError)?.code != .cancelled,
+               policy.mayServeAfterError(fallback, request: request, now: now, disconnected: true) {
                 return staleAfterError(fallback, originStatus: nil, now: now, trip: trip)
             }
             return Resolution(answer: .failure(error), outcome: .failed, trip: trip)

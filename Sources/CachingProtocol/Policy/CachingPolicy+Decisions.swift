@@ -73,6 +73,10 @@ extension CachingPolicy {
         case .preferCache, .onlyCache:
             return .useStored(entry, isStale: timeToLive <= 0)
         case .revalidate:
+            // RFC 8246: a fresh `immutable` response is not revalidated on a reload.
+            if timeToLive > 0, Self.responseDirectives(entry.headers).immutable {
+                return .useStored(entry, isStale: false)
+            }
             return RevalidationConditions(entry).map { .revalidate(entry, $0) } ?? .fetch(fallback: entry)
         case .normal:
             break
@@ -112,16 +116,17 @@ extension CachingPolicy {
         return conditions.map { .revalidate(entry, $0) } ?? .fetch(fallback: entry)
     }
 
-    /// Whether `entry` may be served, stale, because the origin failed (no connection, timeout,
-    /// 5xx) at `now`. RFC 9111 §4.2.4: never for `no-cache` or `must-revalidate` responses.
-    package func mayServeAfterError(_ entry: CacheEntry, request: CacheRequest, now: Date) -> Bool {
+    /// Whether `entry` may be served, stale, because the origin failed at `now`: it answered
+    /// with a 5xx, or (`disconnected`) it could not be reached at all. RFC 9111 §4.2.4: never for
+    /// `no-cache` or `must-revalidate` responses.
+    package func mayServeAfterError(_ entry: CacheEntry, request: CacheRequest, now: Date, disconnected: Bool = false) -> Bool {
         let stored = storedDirectives(entry)
         guard mayServeStale(stored), !request.directives.noCache || request.mode == .preferCache else { return false }
         let staleness = -entry.timeToLive(at: now)
         if staleness <= 0 { return true }
         let allowance = request.directives.staleIfError.map(TimeInterval.init)
             ?? stored.staleIfError.map(TimeInterval.init)
-            ?? maximumStaleness
+            ?? (disconnected ? maximumStalenessWhenDisconnected ?? maximumStaleness : maximumStaleness)
         return staleness <= allowance
     }
 
@@ -161,7 +166,12 @@ extension CachingPolicy {
         }
         if request.directives.noStore { return .doNotStore(reason: "request no-store") }
         let directives = Self.responseDirectives(headers)
-        if directives.noStore { return .doNotStore(reason: "no-store") }
+        if directives.mustUnderstand, !Self.understoodStatusCodes.contains(status) {
+            return .doNotStore(reason: "must-understand with status \(status)")
+        }
+        // RFC 9111 §5.2.2.3: with `must-understand`, a status the cache understands overrides
+        // `no-store` (which is there for caches that do not understand it).
+        if directives.noStore, !directives.mustUnderstand { return .doNotStore(reason: "no-store") }
         if let vary = headers["Vary"], vary.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "*" }) {
             return .doNotStore(reason: "Vary: *")
         }
@@ -185,7 +195,8 @@ extension CachingPolicy {
             // Most restrictive wins: `no-cache` caps any other freshness at `noCacheReuse`.
             lifetime = explicit.map { min($0, noCacheReuse) } ?? noCacheReuse
         } else {
-            lifetime = explicit ?? heuristicFreshness(status: status, headers: headers, date: dateHeader ?? responseDate)
+            lifetime = explicit ?? heuristicFreshness(status: status, isPublic: directives.isPublic, headers: headers,
+                                                      date: dateHeader ?? responseDate)
         }
         let initialAge = Self.correctedInitialAge(headers: headers, date: dateHeader,
                                                   requestDate: requestDate, responseDate: responseDate)
@@ -211,7 +222,9 @@ extension CachingPolicy {
         return max(0, expires.timeIntervalSince(date ?? responseDate))
     }
 
-    private func heuristicFreshness(status: Int, headers: HTTPHeaders, date: Date) -> TimeInterval {
+    /// RFC 9111 §4.2.2: heuristic freshness for a status cacheable by default, or for any status
+    /// when the response is marked `public`.
+    private func heuristicFreshness(status: Int, isPublic: Bool, headers: HTTPHeaders, date: Date) -> TimeInterval {
         if let etagWindow, headers.contains("ETag") {
             return etagWindow
         }
@@ -222,7 +235,7 @@ extension CachingPolicy {
             case .window(let window):
                 return window
             case .fractionOfAge(let fraction, let cap):
-                guard Self.heuristicallyCacheableStatusCodes.contains(status),
+                guard isPublic || Self.heuristicallyCacheableStatusCodes.contains(status),
                       let lastModified = HTTPDate.parse(lastModifiedText) else { return 0 }
                 return min(cap, max(0, date.timeIntervalSince(lastModified) * fraction))
             }

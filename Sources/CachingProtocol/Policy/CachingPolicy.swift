@@ -35,6 +35,12 @@ public struct CachingPolicy: Sendable, Equatable {
     /// request overrides it. Zero: only the directive allows it (RFC behaviour).
     public var maximumStaleness: TimeInterval
 
+    /// How long past its freshness a stored response may still be served when the origin cannot
+    /// be reached at all (no response: connection refused or closed, timeout), with the same
+    /// exceptions. RFC 9111 §4.2.4 lets a disconnected cache serve stale responses. Nil: the
+    /// same as `maximumStaleness`. A `stale-if-error` directive overrides it too.
+    public var maximumStalenessWhenDisconnected: TimeInterval?
+
     /// Status codes stored when the response allows it. Nil: the RFC 9111 rules (any final
     /// status with explicit freshness; heuristic freshness only for the statuses RFC 9110
     /// §15.1 calls heuristically cacheable).
@@ -64,7 +70,8 @@ public struct CachingPolicy: Sendable, Equatable {
         imageLifetime: TimeInterval?,
         maximumStaleness: TimeInterval,
         cacheableStatusCodes: Set<Int>?,
-        storesCredentialedResponses: Bool = false
+        storesCredentialedResponses: Bool = false,
+        maximumStalenessWhenDisconnected: TimeInterval? = nil
     ) {
         self.etagWindow = etagWindow
         self.lastModifiedFreshness = lastModifiedFreshness
@@ -73,6 +80,7 @@ public struct CachingPolicy: Sendable, Equatable {
         self.maximumStaleness = maximumStaleness
         self.cacheableStatusCodes = cacheableStatusCodes
         self.storesCredentialedResponses = storesCredentialedResponses
+        self.maximumStalenessWhenDisconnected = maximumStalenessWhenDisconnected
     }
 
     /// MKNetworkKit's heuristic rules, the default.
@@ -104,17 +112,23 @@ public struct CachingPolicy: Sendable, Equatable {
 
     /// A private cache as RFC 9111 specifies it: explicit freshness from `max-age` or `Expires`
     /// (with `Date` and `Age`), heuristic freshness of 10 % of the `Last-Modified` age capped at
-    /// one day, `no-cache` always revalidated, stale responses served on errors only where
-    /// `stale-if-error` allows.
+    /// one day, `no-cache` always revalidated, stale responses served after a 5xx only where
+    /// `stale-if-error` allows, and for up to seven days when the origin cannot be reached at all
+    /// (RFC 9111 §4.2.4, a disconnected cache).
     public static let rfc9111 = CachingPolicy(
         etagWindow: nil,
         lastModifiedFreshness: .fractionOfAge(0.1, cap: 86_400),
         noCacheReuse: 0,
         imageLifetime: nil,
         maximumStaleness: 0,
-        cacheableStatusCodes: nil
+        cacheableStatusCodes: nil,
+        maximumStalenessWhenDisconnected: 604_800
     )
 
-    /// Statuses RFC 9110 §15.1 allows a cache to store with heuristic freshness.
-    static let heuristicallyCacheableStatusCodes: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+    /// Statuses RFC 9110 §15.1 calls heuristically cacheable ("cacheable by default").
+    static let heuristicallyCacheableStatusCodes: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
+
+    /// Statuses this cache understands for `must-understand` (RFC 9111 §5.2.2.3): those cacheable
+    /// by default, and the other final statuses whose caching rules RFC 9111 defines.
+    static let understoodStatusCodes: Set<Int> = heuristicallyCacheableStatusCodes.union([302, 303, 307, 400, 403, 500, 502, 503, 504])
 }

@@ -100,4 +100,54 @@ final class ConformanceRulesTests: XCTestCase {
             XCTAssertEqual(found != nil, matches, "\(storedAccept) (\(language ?? "-")) vs \(requested)")
         }
     }
+
+    /// RFC 8246: a fresh `immutable` response is used on a reload; a stale one is revalidated.
+    func testImmutable() {
+        let entry = F.entry(["Cache-Control": "max-age=100, immutable", "ETag": "\"a\""], policy: rfc)!
+        let reload = F.request(cachePolicy: .reloadRevalidatingCacheData)
+        XCTAssertEqual(rfc.decision(for: reload, stored: entry, now: at(50)), .useStored(entry, isStale: false))
+        XCTAssertEqual(rfc.decision(for: reload, stored: entry, now: at(150)), .revalidate(entry, RevalidationConditions(entry)!))
+        let mutable = F.entry(["Cache-Control": "max-age=100", "ETag": "\"a\""], policy: rfc)!
+        XCTAssertEqual(rfc.decision(for: reload, stored: mutable, now: at(50)), .revalidate(mutable, RevalidationConditions(mutable)!))
+    }
+
+    /// §5.2.2.3: `must-understand` with a status the cache understands overrides `no-store`;
+    /// with one it does not, nothing is stored.
+    func testMustUnderstand() {
+        let headers = HTTPHeaders(["Cache-Control": "max-age=3600, no-store, must-understand"])
+        for (status, stored) in [(200, true), (404, true), (299, false), (599, false)] {
+            let decision = rfc.storageDecision(for: F.request(), status: status, headers: headers, requestDate: F.start, responseDate: F.start)
+            if case .store = decision { XCTAssertTrue(stored, "\(status)") } else { XCTAssertFalse(stored, "\(status)") }
+        }
+        let plainNoStore = rfc.storageDecision(for: F.request(), status: 200, headers: HTTPHeaders(["Cache-Control": "max-age=3600, no-store"]),
+                                               requestDate: F.start, responseDate: F.start)
+        XCTAssertEqual(plainNoStore, .doNotStore(reason: "no-store"))
+    }
+
+    /// §4.2.2: heuristic freshness for the statuses cacheable by default, and for any status
+    /// marked `public`.
+    func testHeuristicFreshnessByStatus() {
+        let lastModified = ["Last-Modified": F.httpDate(-86_400 * 10), "Date": F.httpDate(0)]
+        for status in [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501] {
+            XCTAssertEqual(F.entry(lastModified, status: status, policy: rfc)?.freshnessLifetime, 86_400, "\(status)")
+        }
+        XCTAssertNil(F.entry(lastModified, status: 599, policy: rfc), "599 is not cacheable by default")
+        var publicHeaders = lastModified
+        publicHeaders["Cache-Control"] = "public"
+        XCTAssertEqual(F.entry(publicHeaders, status: 599, policy: rfc)?.freshnessLifetime, 86_400, "public makes any status heuristic")
+    }
+
+    /// §4.2.4: a disconnected cache may serve a stale response (the RFC preset for up to a week);
+    /// after a 5xx only `stale-if-error` allows it there; never with `must-revalidate`.
+    func testStaleWhenDisconnected() {
+        let entry = F.entry(["Cache-Control": "max-age=60", "ETag": "\"a\""], policy: rfc)!
+        XCTAssertTrue(rfc.mayServeAfterError(entry, request: F.request(), now: at(3_600), disconnected: true))
+        XCTAssertFalse(rfc.mayServeAfterError(entry, request: F.request(), now: at(3_600)), "a 5xx is not a disconnection")
+        XCTAssertFalse(rfc.mayServeAfterError(entry, request: F.request(), now: at(60 + 604_801), disconnected: true))
+        let strict = F.entry(["Cache-Control": "max-age=60, must-revalidate", "ETag": "\"a\""], policy: rfc)!
+        XCTAssertFalse(rfc.mayServeAfterError(strict, request: F.request(), now: at(3_600), disconnected: true))
+        let heuristic = CachingPolicy.heuristic()
+        XCTAssertEqual(heuristic.maximumStalenessWhenDisconnected, nil, "the heuristic preset uses maximumStaleness for both")
+        XCTAssertTrue(heuristic.mayServeAfterError(entry, request: F.request(), now: at(3_600)))
+    }
 }
