@@ -204,9 +204,13 @@ extension CacheEngine {
         }
         switch result {
         case .failure(let error):
-            if let fallback, (error as? URLError)?.code != .cancelled,
-               policy.mayServeAfterError(fallback, request: request, now: now, disconnected: true) {
-                return staleAfterError(fallback, originStatus: nil, now: now, trip: trip)
+            if let fallback, (error as? URLError)?.code != .cancelled {
+                if policy.mayServeAfterError(fallback, request: request, now: now, disconnected: true) {
+                    return staleAfterError(fallback, originStatus: nil, now: now, trip: trip)
+                }
+                if policy.answersGatewayTimeoutWhenUnvalidated(fallback), let url = request.urlRequest.url {
+                    return Resolution(answer: gatewayTimeout(for: url, forward: forward), outcome: .failed, trip: trip)
+                }
             }
             return Resolution(answer: .failure(error), outcome: .failed, trip: trip)
         case .success(let upstream):
@@ -280,6 +284,16 @@ extension CacheEngine {
         var trip = trip
         trip.originStatus = originStatus
         return Resolution(answer: storedAnswer(entry, status: status, at: now), outcome: .staleAfterError, trip: trip)
+    }
+
+    /// The `504 Gateway Timeout` a cache generates when it cannot validate a response it may not
+    /// serve unvalidated (RFC 9111 §5.2.2.2).
+    private func gatewayTimeout(for url: URL, forward: CacheStatus.Forward) -> Answer {
+        var headers = ["Content-Length": "0"]
+        if configuration.addsCacheStatus {
+            headers["Cache-Status"] = CacheStatus(forward: forward, detail: "origin-unreachable").headerValue
+        }
+        return .response(HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: headers)!, Data())
     }
 
     /// The origin's response as the app sees it: untouched, plus `Cache-Status` when enabled.

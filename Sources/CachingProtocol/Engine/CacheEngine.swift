@@ -161,7 +161,14 @@ final class CacheEngine: Sendable {
             let forward: CacheStatus.Forward
             switch load.request.mode {
             case .reload, .reloadFromOrigin: forward = .request
-            default: forward = load.request.directives.noCache ? .request : (decided.keyWasStored ? .varyMiss : .uriMiss)
+            default:
+                if load.request.directives.noCache {
+                    forward = .request
+                } else if fallback != nil {
+                    forward = .stale   // the matching variant is stale and has no validator to revalidate with
+                } else {
+                    forward = decided.keyWasStored ? .varyMiss : .uriMiss
+                }
             }
             startExchange(.fetch(fallback: fallback, forward: forward), for: load.request, from: load.settings, joining: load)
         case .unavailable:

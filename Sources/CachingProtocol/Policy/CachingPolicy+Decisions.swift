@@ -130,6 +130,14 @@ extension CachingPolicy {
         return staleness <= allowance
     }
 
+    /// Whether a failed attempt to validate `entry` (no response from the origin) is answered with
+    /// a `504 Gateway Timeout` from the cache: RFC 9111 §5.2.2.2 requires it for `must-revalidate`
+    /// responses (a disconnected cache "MUST generate an error response rather than reuse the
+    /// stale response"), and `no-cache` ones may not be used unvalidated either (§5.2.2.4).
+    func answersGatewayTimeoutWhenUnvalidated(_ entry: CacheEntry) -> Bool {
+        !mayServeStale(storedDirectives(entry))
+    }
+
     /// RFC 9111 §4.2.4: a response carrying `no-cache` or `must-revalidate` is never served stale.
     private func mayServeStale(_ stored: CacheControl) -> Bool {
         !stored.noCache && !stored.mustRevalidate

@@ -115,10 +115,11 @@ final class BeyondMKNetworkKitTests: CachingTestCase {
         _ = try await get("/strict")
         origin.stop()
         clock.advance(by: 120)
-        do {
-            _ = try await get("/strict")
-            XCTFail("must-revalidate forbids serving stale")
-        } catch is URLError {}
+        // RFC 9111 §5.2.2.2: a disconnected cache answers 504 rather than the stale response.
+        let (data, response) = try await get("/strict")
+        XCTAssertEqual(response.statusCode, 504, "must-revalidate forbids serving stale")
+        XCTAssertEqual(data, Data())
+        XCTAssertEqual(status(response), "CachingProtocol; fwd=stale; detail=origin-unreachable")
     }
 
     func testOfflineModeAnswersOnlyFromTheCache() async throws {
