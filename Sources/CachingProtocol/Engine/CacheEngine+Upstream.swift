@@ -93,6 +93,12 @@ extension CacheEngine {
                 finish(exchange, with: resolveFetch(result, request: request, fallback: fallback, forward: forward,
                                                     trip: trip, outcome: .fetched, listener: listener))
             }
+        case .forward:
+            let trip = Trip(methods: ["GET"])
+            listener.expect(method: "GET", fallback: nil, forward: .request)
+            send(upstreamRequest(for: request, method: "GET", conditions: nil), for: exchange, listener: listener) { [self] result in
+                finish(exchange, with: resolveForward(result, trip: trip))
+            }
         case .revalidate(let entry, let conditions):
             let method = configuration.revalidation == .head ? "HEAD" : "GET"
             let trip = Trip(methods: [method])
@@ -227,6 +233,21 @@ extension CacheEngine {
             let answer = Answer.response(deliverable(upstream.response, status: status), upstream.body)
             return Resolution(answer: answer, outcome: outcome, trip: trip,
                               isPrivateToStarter: upstream.head.answeredWithCredential)
+        }
+    }
+
+    /// The origin's answer to a forwarded request, handed on as it is and never stored.
+    private func resolveForward(_ result: Result<UpstreamResponse, Error>, trip: Trip) -> Resolution {
+        switch result {
+        case .failure(let error):
+            return Resolution(answer: .failure(error), outcome: .failed, trip: trip)
+        case .success(let upstream):
+            var trip = trip
+            trip.originStatus = upstream.status
+            trip.bytes += upstream.body.count
+            let status = CacheStatus(forward: .request, forwardStatus: upstream.status)
+            return Resolution(answer: .response(deliverable(upstream.response, status: status), upstream.body),
+                              outcome: .fetched, trip: trip)
         }
     }
 

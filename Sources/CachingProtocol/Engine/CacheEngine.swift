@@ -108,11 +108,10 @@ final class CacheEngine: Sendable {
             return .pending(load.handle)
         case .answered(let record):
             let decided = decide(request, record: record)
-            if case .useStored(let entry, let isStale) = decided.decision {
-                let answer = storedAnswer(entry, status: .hit(entry, stale: isStale, at: decided.now), at: decided.now)
-                account(answer, key: request.key, outcome: isStale ? .staleHit : .hit, trip: .noNetwork,
+            if let answer = storedAnswer(for: request, decided) {
+                account(answer.answer, key: request.key, outcome: answer.outcome, trip: .noNetwork,
                         collapsed: false, started: started)
-                return .answered(answer)
+                return .answered(answer.answer)
             }
             let load = pending()
             queue.async { self.proceed(load, decision: decided) }
@@ -138,12 +137,40 @@ final class CacheEngine: Sendable {
         )
     }
 
+    /// Whether a request for one byte range can be answered from the store now: the protocol
+    /// takes such a request only then (and Foundation sends it otherwise). Counts nothing.
+    func answersFromStore(_ request: CacheRequest) -> Bool {
+        storedAnswer(for: request, decide(request, record: store.peek(request.key))) != nil
+    }
+
+    /// The answer from the store when `decided` allows one: the stored response, or for a byte
+    /// range the part of a complete stored response (RFC 9111 §3.4). Nil when the origin must
+    /// be asked.
+    private func storedAnswer(for request: CacheRequest, _ decided: Decided) -> (answer: Answer, outcome: CacheEvent.Outcome)? {
+        guard case .useStored(let entry, let isStale) = decided.decision else { return nil }
+        let status = CacheStatus.hit(entry, stale: isStale, at: decided.now)
+        let outcome: CacheEvent.Outcome = isStale ? .staleHit : .hit
+        guard let range = request.byteRange else { return (storedAnswer(entry, status: status, at: decided.now), outcome) }
+        guard let bounds = CachingPolicy.servesRange(range, from: entry) else { return nil }
+        return (BuiltResponse.rangeAnswer(for: entry, bounds: bounds, cacheStatus: configuration.addsCacheStatus ? status : nil,
+                                          at: decided.now), outcome)
+    }
+
     func proceed(_ load: Load, decision decided: Decided) {
         let now = decided.now
+        if let answer = storedAnswer(for: load.request, decided) {
+            return deliver(answer.answer, to: load, outcome: answer.outcome, trip: .noNetwork)
+        }
+        if load.request.byteRange != nil, decided.decision != .unavailable {
+            // A byte range the store cannot answer (it went stale since the protocol took the
+            // request): the request goes to the origin as it is, and nothing is stored.
+            var forwarded = load
+            forwarded.collapsible = false
+            return startExchange(.forward, for: load.request, from: load.settings, joining: forwarded)
+        }
         switch decided.decision {
-        case .useStored(let entry, let isStale):
-            let answer = storedAnswer(entry, status: .hit(entry, stale: isStale, at: now), at: now)
-            deliver(answer, to: load, outcome: isStale ? .staleHit : .hit, trip: .noNetwork)
+        case .useStored:
+            break   // answered above
         case .useStoredAndRevalidate(let entry, let conditions):
             var status = CacheStatus.hit(entry, stale: true, at: now)
             status.detail = "stale-while-revalidate"

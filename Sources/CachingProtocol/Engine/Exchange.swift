@@ -14,6 +14,9 @@ final class Exchange: Sendable {
         case fetch(fallback: CacheEntry?, forward: CacheStatus.Forward)
         /// A conditional request for a stored response.
         case revalidate(CacheEntry, RevalidationConditions)
+        /// The request as it is, whose answer is handed on and never stored (a byte range the
+        /// store could not answer after all).
+        case forward
 
         /// Loads with equal keys may share an exchange: same operation, same URL, same
         /// credentials and the same request headers (so the same variant would be selected).
@@ -24,6 +27,7 @@ final class Exchange: Sendable {
             let operation: String
             switch self {
             case .fetch: operation = "fetch"
+            case .forward: operation = "forward"
             case .revalidate(_, let conditions): operation = "revalidate \(conditions.ifNoneMatch ?? "") \(conditions.ifModifiedSince ?? "")"
             }
             return "\(operation)\n\(request.key)\n\(request.mode)\n\(StableHash.hash(headers))"

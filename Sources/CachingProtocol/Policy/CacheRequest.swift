@@ -12,9 +12,11 @@ package struct RequestHeaderFacts: Sendable {
     var pragma: String?
     var authorization: String?
     var cookie: String?
-    /// The app validates or asks for a range itself (`If-*`, `Range`), upgrades the connection,
-    /// or asks for an event stream (`Accept: text/event-stream`), whose events must reach it as
-    /// they arrive.
+    /// `Range`, when the request asks for part of the representation.
+    var range: String?
+    /// The app validates itself (`If-*`, `If-Range` included), upgrades the connection, or asks
+    /// for an event stream (`Accept: text/event-stream`), whose events must reach it as they
+    /// arrive.
     var isAppControlled = false
 
     init(_ request: URLRequest) {
@@ -37,7 +39,7 @@ package struct RequestHeaderFacts: Sendable {
                 if ["If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range"]
                     .contains(where: name.isEqualIgnoringASCIICase) { isAppControlled = true }
             case UInt8(ascii: "r"):
-                if name.isEqualIgnoringASCIICase("Range") { isAppControlled = true }
+                if name.isEqualIgnoringASCIICase("Range") { range = value }
             case UInt8(ascii: "u"):
                 if name.isEqualIgnoringASCIICase("Upgrade") { isAppControlled = true }
             default:
@@ -74,6 +76,8 @@ package struct CacheRequest: @unchecked Sendable {
     let directives: CacheControl
     let mode: Mode
     package let credentialFingerprint: UInt64?
+    /// The byte range the request asks for, when it asks for one (see `RequestDisposition.range`).
+    let byteRange: ByteRange?
 
     package init(_ request: URLRequest, key: String, facts: RequestHeaderFacts? = nil) {
         let facts = facts ?? RequestHeaderFacts(request)
@@ -93,6 +97,7 @@ package struct CacheRequest: @unchecked Sendable {
         default: mode = .normal
         }
         credentialFingerprint = Self.credentialFingerprint(authorization: facts.authorization, cookie: facts.cookie)
+        byteRange = facts.range.flatMap(ByteRange.init)
     }
 
     /// The value of a request header field (for `Vary`).
@@ -117,6 +122,9 @@ package enum RequestDisposition: Equatable {
     case invalidate
     /// A GET the cache answers.
     case cacheable
+    /// A GET for one byte range: the cache answers it from a complete stored response if it
+    /// has one (RFC 9111 §3.4), and leaves it to Foundation otherwise.
+    case range(ByteRange)
 
     package init(_ request: URLRequest, facts: RequestHeaderFacts? = nil) {
         guard let url = request.url, let scheme = url.scheme, scheme.isEqualIgnoringASCIICase("http") || scheme.isEqualIgnoringASCIICase("https"),
@@ -129,10 +137,12 @@ package enum RequestDisposition: Equatable {
         let method = request.httpMethod ?? "GET"
         if method.isEqualIgnoringASCIICase("GET") {
             let facts = facts ?? RequestHeaderFacts(request)
-            // The app's own validation, ranges, upgrades and event streams, and `no-store`
-            // requests go out as written.
+            // The app's own validation, upgrades and event streams, `no-store` requests, and
+            // ranges other than one byte range go out as written.
             if facts.isAppControlled || facts.cacheControl.map({ CacheControl($0).noStore }) == true {
                 self = .passThrough
+            } else if let range = facts.range {
+                self = ByteRange(range).map(RequestDisposition.range) ?? .passThrough
             } else {
                 self = .cacheable
             }

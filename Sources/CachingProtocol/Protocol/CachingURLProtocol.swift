@@ -52,6 +52,10 @@ public class CachingURLProtocol: URLProtocol {
         switch RequestDisposition(request) {
         case .cacheable:
             return true
+        case .range:
+            // Only when a complete stored response answers it; otherwise Foundation sends it.
+            guard let key = CacheKey.make(for: request) else { return false }
+            return engine.answersFromStore(CacheRequest(request, key: key))
         case .passThrough:
             return false
         case .invalidate:

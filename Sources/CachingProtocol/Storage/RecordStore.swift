@@ -17,6 +17,9 @@ protocol RecordStore: AnyObject, Sendable {
     func finishLookup(_ key: String) -> CacheRecord?
     /// A counted lookup that reads whatever it takes, on the calling thread.
     func record(forKey key: String) -> CacheRecord?
+    /// The record, read like `record(forKey:)` but not counted and not marked used: a look
+    /// before deciding whether to take a request at all.
+    func peek(_ key: String) -> CacheRecord?
     /// Puts `entry` first among the variants stored under `key`, replacing the variant it is the
     /// same as (`CacheEntry.isSameVariant(as:)`); in memory only (and off the disk) when
     /// `memoryOnly`.

@@ -55,6 +55,10 @@ final class TieredStore: RecordStore {
         record(forKey: key, counting: true, memoryAlreadyCounted: false)
     }
 
+    func peek(_ key: String) -> CacheRecord? {
+        record(forKey: key, counting: false, memoryAlreadyCounted: false)
+    }
+
     func removeVariant(forKey key: String, matching matches: (CacheEntry) -> Bool) {
         guard let stored = record(forKey: key, counting: false, memoryAlreadyCounted: false),
               let variant = stored.variants.first(where: matches) else { return }

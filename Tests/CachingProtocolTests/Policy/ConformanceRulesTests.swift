@@ -151,3 +151,30 @@ final class ConformanceRulesTests: XCTestCase {
         XCTAssertTrue(heuristic.mayServeAfterError(entry, request: F.request(), now: at(3_600)))
     }
 }
+
+/// `Range: bytes=…` (RFC 9110 §14.1.2): one byte range is parsed; the cache answers it from a
+/// complete stored response (RFC 9111 §3.4).
+final class ByteRangeTests: XCTestCase {
+    func testParsingAndBounds() {
+        let cases: [(String, Int, ClosedRange<Int>?)] = [
+            ("bytes=0-1", 11, 0...1), ("bytes=1-", 11, 1...10), ("bytes=-1", 11, 10...10), ("bytes=-20", 11, 0...10),
+            ("bytes=5-100", 11, 5...10), ("BYTES = 2 - 3", 11, 2...3), ("bytes=11-", 11, nil), ("bytes=0-0", 0, nil),
+        ]
+        for (value, length, bounds) in cases {
+            XCTAssertEqual(ByteRange(value)?.bounds(in: length), bounds, value)
+        }
+        for invalid in ["bytes=0-1,3-4", "items=0-1", "bytes=3-1", "bytes=-0", "bytes=-", "bytes=a-b", "bytes 0-1", "0-1", ""] {
+            XCTAssertNil(ByteRange(invalid), invalid)
+        }
+    }
+
+    func testOnlyACompleteUnencodedResponseAnswersARange() {
+        typealias F = PolicyFixtures
+        let complete = F.entry(["Cache-Control": "max-age=60"])!
+        XCTAssertEqual(CachingPolicy.servesRange(ByteRange("bytes=0-1")!, from: complete), 0...1)
+        let encoded = F.entry(["Cache-Control": "max-age=60", "Content-Encoding": "gzip"])!
+        XCTAssertNil(CachingPolicy.servesRange(ByteRange("bytes=0-1")!, from: encoded))
+        let notFound = F.entry(["Cache-Control": "max-age=60"], status: 404, policy: .rfc9111)!
+        XCTAssertNil(CachingPolicy.servesRange(ByteRange("bytes=0-1")!, from: notFound))
+    }
+}

@@ -161,6 +161,8 @@ final class QueuedExecutor: ClientExecutor, Sendable {
 /// A `URLProtocolClient` that records the calls it gets.
 final class RecordingClient: NSObject, URLProtocolClient, Sendable {
     private let recorded = Locked<(calls: [String], challenges: [URLAuthenticationChallenge])>(([], []))
+    /// Fulfilled when the load ends (finished or failed).
+    let ended = XCTestExpectation(description: "the load ended")
 
     var calls: [String] { recorded.withLock { $0.calls } }
     var challenges: [URLAuthenticationChallenge] { recorded.withLock { $0.challenges } }
@@ -181,9 +183,11 @@ final class RecordingClient: NSObject, URLProtocolClient, Sendable {
     }
     func urlProtocolDidFinishLoading(_ protocol: URLProtocol) {
         record("finish")
+        ended.fulfill()
     }
     func urlProtocol(_ protocol: URLProtocol, didFailWithError error: Error) {
         record("fail \((error as NSError).code)")
+        ended.fulfill()
     }
     func urlProtocol(_ protocol: URLProtocol, didReceive challenge: URLAuthenticationChallenge) {
         recorded.withLock { $0.calls.append("challenge \(challenge.protectionSpace.realm ?? "-")"); $0.challenges.append(challenge) }

@@ -1,0 +1,67 @@
+import Foundation
+
+/// One byte range a request asks for (`Range: bytes=…`, RFC 9110 §14.1.2), the form the cache
+/// answers from a complete stored response (RFC 9111 §3.4). Several ranges, other units and
+/// anything malformed are not this type: such requests go to the origin as they are.
+package struct ByteRange: Sendable, Equatable {
+    package enum Kind: Sendable, Equatable {
+        /// `first-last`, or `first-` when `last` is nil.
+        case from(first: Int, last: Int?)
+        /// `-length`: the last `length` bytes.
+        case suffix(length: Int)
+    }
+
+    package let kind: Kind
+
+    /// The range a `Range` field value asks for, or nil when it is not a single byte range.
+    package init?(_ value: String) {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        guard let equals = trimmed.firstIndex(of: "="),
+              trimmed[..<equals].trimmingCharacters(in: .whitespaces).lowercased() == "bytes" else { return nil }
+        let spec = trimmed[trimmed.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+        guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return nil }
+        let first = spec[..<dash].trimmingCharacters(in: .whitespaces)
+        let last = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
+        func number(_ text: String) -> Int? {
+            guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+            return Int(text)
+        }
+        if first.isEmpty {
+            guard let length = number(last), length > 0 else { return nil }
+            kind = .suffix(length: length)
+        } else {
+            guard let start = number(first) else { return nil }
+            if last.isEmpty {
+                kind = .from(first: start, last: nil)
+            } else {
+                guard let end = number(last), end >= start else { return nil }
+                kind = .from(first: start, last: end)
+            }
+        }
+    }
+
+    /// The bytes `first...last` this range selects from a representation of `length` bytes, or
+    /// nil when it selects none (unsatisfiable: the origin answers 416 for it).
+    func bounds(in length: Int) -> ClosedRange<Int>? {
+        guard length > 0 else { return nil }
+        switch kind {
+        case .from(let first, let last):
+            guard first < length else { return nil }
+            return first...min(last ?? length - 1, length - 1)
+        case .suffix(let suffix):
+            return max(0, length - suffix)...(length - 1)
+        }
+    }
+}
+
+extension CachingPolicy {
+    /// Whether `entry` can answer `range` itself (RFC 9111 §3.4): it is a complete `200`
+    /// response whose body is the representation (no `Content-Encoding`, which the platform
+    /// decodes, so the stored bytes are not the ones a range counts), and the range selects
+    /// some of it.
+    static func servesRange(_ range: ByteRange, from entry: CacheEntry) -> ClosedRange<Int>? {
+        guard entry.statusCode == 200, !entry.headers.contains("Content-Encoding"), !entry.headers.contains("Content-Range")
+        else { return nil }
+        return range.bounds(in: entry.body.count)
+    }
+}
