@@ -31,6 +31,34 @@ public class CachingURLProtocol: URLProtocol {
     private let loading = Locked<LoadHandle?>(nil)
     /// The way to the client, made in `startLoading`.
     private let delivery = Locked<ClientDelivery?>(nil)
+    #if canImport(FoundationNetworking)
+    /// Foundation's own protocol, loading a task this one handed over (a download on Linux).
+    private let foundationLoad = Locked<FoundationLoad?>(nil)
+
+    private struct FoundationLoad: @unchecked Sendable {
+        // @unchecked: URLProtocol is not Sendable; this one is only started and stopped.
+        let protocolInstance: URLProtocol
+    }
+
+    /// Lets Foundation's own HTTP protocol load `task` (the first of the default configuration's
+    /// protocol classes that takes its request), reporting to the task as it would without the
+    /// layer; when none does, the task fails with `URLError.unsupportedURL` and a
+    /// `CachingError.unsupportedTask` saying so.
+    private func handOverToFoundation(_ task: URLSessionTask, delivery: ClientDelivery) {
+        let foundationClass = (URLSessionConfiguration.default.protocolClasses ?? [])
+            .compactMap { $0 as? URLProtocol.Type }
+            .first { !($0 is CachingURLProtocol.Type) && $0.canInit(with: request) }
+        guard let foundationClass else {
+            let reason = CachingError(.unsupportedTask, "no Foundation protocol loads \(request.url?.absoluteString ?? "this request"); "
+                                      + "use a session without CachingURLProtocol for it")
+            return delivery.deliver(.failure(URLError(.unsupportedURL, userInfo: [NSUnderlyingErrorKey: reason,
+                                                                                   NSLocalizedDescriptionKey: reason.description])))
+        }
+        let instance = foundationClass.init(task: task, cachedResponse: nil, client: nil)
+        foundationLoad.withLock { $0 = FoundationLoad(protocolInstance: instance) }
+        instance.startLoading()
+    }
+    #endif
 
     // MARK: URLProtocol
 
@@ -95,13 +123,11 @@ public class CachingURLProtocol: URLProtocol {
             return delivery.deliver(Registration.probeAnswer(for: request))
         }
         #if canImport(FoundationNetworking)
-        if task is URLSessionDownloadTask {
-            // corelibs reads a download's file location from a property only its own protocol can
-            // set, and crashes without it: refuse clearly instead (linux-foundation-notes 17).
-            let reason = CachingError(.unsupportedTask, "download tasks cannot go through a URLProtocol on Linux; "
-                                      + "use a session without CachingURLProtocol for downloads")
-            return delivery.deliver(.failure(URLError(.unsupportedURL, userInfo: [NSUnderlyingErrorKey: reason,
-                                                                                   NSLocalizedDescriptionKey: reason.description])))
+        if let task = task as? URLSessionDownloadTask {
+            // corelibs finishes a download only through a property its own protocol sets
+            // (linux-foundation-notes 17), and it never asks `canInit(with task:)`: the task is
+            // handed to Foundation's own HTTP protocol, which loads it as without the layer.
+            return handOverToFoundation(task, delivery: delivery)
         }
         #endif
         // `canInit` accepted the request, so it is a cacheable GET.
@@ -127,6 +153,9 @@ public class CachingURLProtocol: URLProtocol {
     }
 
     public override func stopLoading() {
+        #if canImport(FoundationNetworking)
+        if let foundation = foundationLoad.withLock({ $0 }) { return foundation.protocolInstance.stopLoading() }
+        #endif
         delivery.withLock { $0 }?.stop()
         loading.withLock { handle -> LoadHandle? in
             defer { handle = nil }

@@ -198,47 +198,29 @@ final class SessionBehaviourPairTests: CachingTestCase {
 
     // MARK: Task kinds
 
-    func testDownloadTasksFailWithAClearErrorOnLinux() async throws {
-        #if canImport(FoundationNetworking)
-        origin.handle("/file") { _ in .text("file") }
-        let configuration = URLSessionConfiguration.ephemeral
-        CachingURLProtocol.inject(into: configuration, using: makeConfiguration())
-        let layered = URLSession(configuration: configuration)
-        defer { layered.finishTasksAndInvalidate() }
-        let failure: URLError? = await withCheckedContinuation { continuation in
-            layered.downloadTask(with: origin.url("/file")) { _, _, error in
-                continuation.resume(returning: error as? URLError)
-            }.resume()
+    /// corelibs finishes a download only through its own protocol (linux-foundation-notes 17):
+    /// the layer hands download tasks to it, so they work as without the layer (uncached).
+    func testDownloadTasksWorkAsWithoutTheLayer() async throws {
+        let body = Data.pattern(50_000, seed: 4)
+        origin.handle("/file") { _ in OriginResponse(status: 200, headers: [HTTPField("Cache-Control", "max-age=600")], body: body) }
+        var observed: [String] = []
+        for withLayer in [false, true] {
+            origin.resetLog()
+            let configuration = URLSessionConfiguration.ephemeral
+            if withLayer { CachingURLProtocol.inject(into: configuration, using: makeConfiguration()) }
+            let downloads = URLSession(configuration: configuration)
+            let outcome: String = await withCheckedContinuation { continuation in
+                downloads.downloadTask(with: origin.url("/file")) { location, response, error in
+                    let contents = location.flatMap { try? Data(contentsOf: $0) }
+                    continuation.resume(returning: "\((response as? HTTPURLResponse)?.statusCode ?? 0) "
+                                        + "\(contents == body ? "same bytes" : "different bytes") \(error.map { "\($0)" } ?? "no error")")
+                }.resume()
+            }
+            downloads.finishTasksAndInvalidate()
+            observed.append(outcome + " " + origin.requests.map(\.method).joined(separator: ","))
         }
-        XCTAssertEqual(failure?.code, .unsupportedURL)
-        let reason = failure?.userInfo[NSUnderlyingErrorKey] as? CachingError
-        XCTAssertEqual(reason?.code, .unsupportedTask)
-        XCTAssertTrue(reason?.detail.contains("use a session without CachingURLProtocol for downloads") == true)
-        #endif
-    }
-}
-
-/// Per-user answers and work the layer must not add.
-final class SessionIsolationTests: CachingTestCase {
-    /// Apple adds the session's cookies after the protocol saw the request, so the layer adds
-    /// them itself before anything looks at it: a cookie-authenticated response is then stored
-    /// (if at all) under that cookie's fingerprint, never as anonymous. Run here with Apple's
-    /// rule switched on.
-    func testTheSessionsCookiesCountAsCredentialsBeforeTheLookup() throws {
-        let configuration = URLSessionConfiguration.ephemeral
-        let jar = try XCTUnwrap(configuration.httpCookieStorage)
-        let url = origin.url("/account")
-        jar.setCookie(try XCTUnwrap(HTTPCookie(properties: [.name: "session", .value: "alice", .domain: url.host!, .path: "/"])))
-        let settings = SessionSettings(configuration)
-        let withCookies = settings.apply(to: URLRequest(url: url), addingCookies: true)
-        XCTAssertEqual(withCookies.value(forHTTPHeaderField: "Cookie"), "session=alice")
-        XCTAssertNotNil(CacheRequest(withCookies, key: CacheKey.make(for: withCookies)!).credentialFingerprint)
-
-        configuration.httpShouldSetCookies = false
-        let declined = SessionSettings(configuration).apply(to: URLRequest(url: url), addingCookies: true)
-        XCTAssertNil(declined.value(forHTTPHeaderField: "Cookie"), "a session that sets no cookies sends none")
-        XCTAssertNil(settings.apply(to: URLRequest(url: url), addingCookies: false).value(forHTTPHeaderField: "Cookie"),
-                     "Linux: corelibs put them on the request before the protocol saw it")
+        XCTAssertEqual(observed[0], "200 same bytes no error GET")
+        XCTAssertEqual(observed[1], observed[0])
     }
 
     /// Foundation looks in a session's `urlCache` before every data task (linux-foundation-notes
