@@ -47,3 +47,62 @@ enum AppTaskRedirects {
     }
     #endif
 }
+
+#if canImport(FoundationNetworking)
+/// The delegate an app passed to an `async` call (`data(for:delegate:)`, `data(from:delegate:)`)
+/// on Linux. corelibs' client hands a custom protocol's body only to a session delegate, so that
+/// delegate's `urlSession(_:dataTask:didReceive:)` would never run; corelibs' own HTTP protocol
+/// calls it, on the session's delegate queue. The protocol finds it and does the same.
+///
+/// corelibs keeps that delegate only in its task registry, and marks the task of an `async` call
+/// with `_callCompletionHandlerInline`; both are internal and read by reflection. When a release
+/// renames them, no delegate is found and the body is not relayed (the behaviour without it).
+struct AsyncTaskDelegate: Sendable {
+    let delegate: any URLSessionDataDelegate
+    let session: URLSession
+    let task: URLSessionDataTask
+
+    /// The data delegate of the `async` call that made `task`, if any. Call it from
+    /// `startLoading`: corelibs calls that on the task's work queue, which targets the session's
+    /// work queue, the only place its task registry may be read. About 3 µs for a task of a
+    /// completion handler or a delegate session (the common case); more for an `async` call.
+    static func find(for task: URLSessionTask?) -> AsyncTaskDelegate? {
+        guard let task = task as? URLSessionDataTask, isAsyncCall(task),
+              let session = AppTaskRedirects.owningSession(of: task),
+              let registry = Mirror(reflecting: session).children.first(where: { $0.label == "taskRegistry" })?.value,
+              let behaviours = Mirror(reflecting: registry).children.first(where: { $0.label == "behaviours" })?.value as? [Int: Any],
+              let behaviour = behaviours[task.taskIdentifier],
+              let withDelegate = Mirror(reflecting: behaviour).children.first,
+              withDelegate.label == "dataCompletionHandlerWithTaskDelegate",
+              let delegate = Mirror(reflecting: withDelegate.value).children.dropFirst().first?.value as? any URLSessionDataDelegate
+        else { return nil }
+        return AsyncTaskDelegate(delegate: delegate, session: session, task: task)
+    }
+
+    /// Hands a piece of the body to the delegate, on the session's delegate queue.
+    func relay(_ body: Data) {
+        session.delegateQueue.addOperation { [self] in
+            delegate.urlSession(session, dataTask: task, didReceive: body)
+        }
+    }
+
+    /// Where `_callCompletionHandlerInline` is among `URLSessionTask`'s stored properties, found
+    /// once: reading one child by position costs a third of walking them by name.
+    private static let asyncCallFlagPosition: Int? = {
+        let children = Mirror(reflecting: URLSessionTask()).children
+        return children.firstIndex { $0.label == "_callCompletionHandlerInline" }
+            .map { children.distance(from: children.startIndex, to: $0) }
+    }()
+
+    private static func isAsyncCall(_ task: URLSessionTask) -> Bool {
+        guard let position = asyncCallFlagPosition else { return false }
+        var mirror: Mirror? = Mirror(reflecting: task)
+        while let current = mirror, current.subjectType != URLSessionTask.self {
+            mirror = current.superclassMirror
+        }
+        guard let children = mirror?.children, children.count > position else { return false }
+        let flag = children[children.index(children.startIndex, offsetBy: position)]
+        return flag.label == "_callCompletionHandlerInline" && flag.value as? Bool == true
+    }
+}
+#endif

@@ -32,10 +32,15 @@ final class ClientDelivery: Sendable {
         /// Whether redirects are reported to the client (`wasRedirectedTo`) rather than followed
         /// inside; on Linux that client call is a `fatalError` (linux-foundation-notes 15).
         var reportsRedirects: Bool
+        /// Whether the protocol itself hands the body to the delegate of an `async` call
+        /// (`data(for:delegate:)`): corelibs' client gives a custom protocol's body only to a
+        /// session delegate, its own HTTP protocol to that task delegate too (`AsyncTaskDelegate`).
+        var relaysBodiesToAsyncTaskDelegates = false
 
         #if canImport(FoundationNetworking)
         static let platform = Rules(streamsBodies: false, holdsLockAcrossClientCalls: true,
-                                    forwardsChallenges: false, reportsRedirects: false)
+                                    forwardsChallenges: false, reportsRedirects: false,
+                                    relaysBodiesToAsyncTaskDelegates: true)
         #else
         static let platform = Rules(streamsBodies: true, holdsLockAcrossClientCalls: false,
                                     forwardsChallenges: true, reportsRedirects: true)
@@ -54,11 +59,20 @@ final class ClientDelivery: Sendable {
     let rules: Rules
     private let executor: ClientExecutor
     private let state: Locked<State>
+    #if canImport(FoundationNetworking)
+    /// The delegate of the `async` call behind the load, given the body too
+    /// (`rules.relaysBodiesToAsyncTaskDelegates`).
+    private let asyncTaskDelegate: AsyncTaskDelegate?
+    #endif
 
+    /// Call it from `startLoading` (it looks at the owner's task where that is allowed).
     init(owner: URLProtocol, executor: ClientExecutor, rules: Rules = .platform) {
         self.rules = rules
         self.executor = executor
         state = Locked(State(owner: owner))
+        #if canImport(FoundationNetworking)
+        asyncTaskDelegate = rules.relaysBodiesToAsyncTaskDelegates ? AsyncTaskDelegate.find(for: owner.task) : nil
+        #endif
     }
 
     // MARK: Deliveries
@@ -66,12 +80,17 @@ final class ClientDelivery: Sendable {
     /// Hands the answer to the client and ends the load: the response (unless streamed
     /// already), the body (in one `didLoad`), the end; or a redirect report; or the error.
     func deliver(_ answer: Answer) {
-        perform(ending: true) { client, owner, sentHead in
+        perform(ending: true) { [asyncTaskDelegate] client, owner, sentHead in
             switch answer {
             case .response(let response, let body):
                 if !sentHead {
                     client.urlProtocol(owner, didReceive: response, cacheStoragePolicy: .notAllowed)
-                    if !body.isEmpty { client.urlProtocol(owner, didLoad: body) }
+                    if !body.isEmpty {
+                        client.urlProtocol(owner, didLoad: body)
+                        #if canImport(FoundationNetworking)
+                        asyncTaskDelegate?.relay(body)
+                        #endif
+                    }
                 }
                 client.urlProtocolDidFinishLoading(owner)
             case .redirect(let response, let request):
@@ -94,8 +113,11 @@ final class ClientDelivery: Sendable {
 
     /// A piece of the body after `deliverHead`.
     func deliverChunk(_ data: Data) {
-        perform(ending: false) { client, owner, _ in
+        perform(ending: false) { [asyncTaskDelegate] client, owner, _ in
             client.urlProtocol(owner, didLoad: data)
+            #if canImport(FoundationNetworking)
+            asyncTaskDelegate?.relay(data)
+            #endif
         }
     }
 

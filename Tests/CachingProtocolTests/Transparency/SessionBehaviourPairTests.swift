@@ -196,6 +196,33 @@ final class SessionBehaviourPairTests: CachingTestCase {
         XCTAssertEqual(cache.statistics.memory.entryCount, 0, "an event stream is not the cache's")
     }
 
+    /// An `async` call with its own delegate (`data(from:delegate:)`): the delegate is told the
+    /// response and given the body, from the origin and from the cache, as without the layer.
+    func testAnAsyncCallsOwnDelegateGetsTheBody() async throws {
+        origin.handle("/capital") { _ in .text("London", headers: [HTTPField("Cache-Control", "max-age=600")]) }
+        let (without, with) = try await pair().observe(caching: makeConfiguration()) { session, _ in
+            var seen: [String] = []
+            for _ in 0..<2 {
+                let taskDelegate = AppDelegate()
+                let (data, _) = try await session.data(from: origin.url("/capital"), delegate: taskDelegate)
+                // Calls to a task delegate of an `async` call go through the session's (serial)
+                // delegate queue; one more operation there runs after them. Such a delegate is
+                // not told of the completion on Linux, with or without the layer.
+                await withCheckedContinuation { done in session.delegateQueue.addOperation { done.resume() } }
+                seen.append("\(String(decoding: data, as: UTF8.self)) delegate: \(taskDelegate.calls) "
+                            + "\(String(decoding: taskDelegate.received, as: UTF8.self))")
+            }
+            return seen.joined(separator: " | ")
+        }
+        XCTAssertEqual(with.result, without.result)
+        XCTAssertEqual(with.delegateCalls, without.delegateCalls)
+        XCTAssertEqual(without.originTraffic, ["GET /capital", "GET /capital"])
+        XCTAssertEqual(without.result, Array(repeating: "London delegate: [\"response 200\"] London", count: 2)
+            .joined(separator: " | "))
+        XCTAssertEqual(with.layerAnswers, 2, "one load from the origin, one from the cache")
+        XCTAssertEqual(with.originTraffic, ["GET /capital"])
+    }
+
     // MARK: Task kinds
 
     /// corelibs finishes a download only through its own protocol (linux-foundation-notes 17):
