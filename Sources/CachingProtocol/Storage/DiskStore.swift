@@ -72,7 +72,7 @@ final class DiskStore: StoreTier {
         /// written; they otherwise go with the next journal append. Default: 1 second.
         var accessTimeWriteDelay: TimeInterval
         /// The most bytes of records waiting to be written. A `store` that finds more staged
-        /// waits until the worker has written them, so a burst of large responses faster than
+        /// (before its own record) waits until the worker has written them, so a burst of large responses faster than
         /// the disk holds memory at this bound instead of growing without limit. Default: 8 MiB.
         var maximumStagedBytes: Int
         /// The clock for last-access times (the LRU order). Default: `systemClock`; the cache
@@ -518,7 +518,9 @@ final class DiskStore: StoreTier {
             }
             state.staging.sequence += 1
             state.staging.records[digest] = Staged(record: record, sequence: state.staging.sequence, lastAccess: state.clock(), cost: cost)
-            let backlogged = state.staging.records.bytes > configuration.maximumStagedBytes
+            // Only bytes staged before this record count: one large response alone never waits
+            // for its own write (it would hold its answer back from the app for the write's length).
+            let backlogged = state.staging.records.bytes - cost > configuration.maximumStagedBytes
             guard state.staging.scheduled.insert(digest).inserted else { return (false, backlogged) }  // coalesced
             return (state.work.enqueue(.write(digest)), backlogged)
         }

@@ -22,4 +22,35 @@ final class StorageBackPressureTests: TemporaryDirectoryTestCase {
         XCTAssertEqual(store.statistics.entryCount, 200)
         XCTAssertEqual(store.record(forKey: "k199").map { Fixtures.isIntact($0, key: "k199") }, true)
     }
+
+    /// One response larger than the bound, with nothing else waiting, does not wait for its own
+    /// write: the engine stores before it answers, so waiting would hold the answer back.
+    func testOneRecordLargerThanTheBoundDoesNotWaitForItsOwnWrite() {
+        // Given a disk tier whose worker is held, that may hold 64 KB of records waiting
+        let gate = DispatchQueue(label: "gate")
+        gate.suspend()
+        let store = DiskStore(configuration: .init(directory: cacheDirectory(), capacity: 64 << 20, maximumStagedBytes: 64 << 10),
+                              workerTarget: gate)
+
+        // When a record of 1 MB is stored
+        let first = expectation(description: "the store returns while its write waits")
+        DispatchQueue.global().async {
+            store.store(Fixtures.record(key: "large", bodySize: 1 << 20))
+            first.fulfill()
+        }
+
+        // Then it returns with its write still staged; a second one, over the bound, waits
+        wait(for: [first], timeout: 5)
+        XCTAssertEqual(store.diagnostics.stagedCount, 1)
+        let second = expectation(description: "a second store, over the bound, waits for the first write")
+        DispatchQueue.global().async {
+            store.store(Fixtures.record(key: "next", bodySize: 1 << 20))
+            second.fulfill()
+        }
+        gate.resume()
+        wait(for: [second], timeout: 10)
+        store.flush()
+        XCTAssertEqual(store.record(forKey: "large").map { Fixtures.isIntact($0, key: "large") }, true)
+        XCTAssertEqual(store.record(forKey: "next").map { Fixtures.isIntact($0, key: "next") }, true)
+    }
 }
