@@ -65,7 +65,8 @@ struct AsyncTaskDelegate: Sendable {
     /// The data delegate of the `async` call that made `task`, if any. Call it from
     /// `startLoading`: corelibs calls that on the task's work queue, which targets the session's
     /// work queue, the only place its task registry may be read. About 3 µs for a task of a
-    /// completion handler or a delegate session (the common case); more for an `async` call.
+    /// completion handler or a delegate session (the common case); more for an `async` call, so
+    /// `ClientDelivery` looks only once a hit's answer is on its way, or when a load goes on.
     static func find(for task: URLSessionTask?) -> AsyncTaskDelegate? {
         guard let task = task as? URLSessionDataTask, isAsyncCall(task),
               let session = AppTaskRedirects.owningSession(of: task),

@@ -140,10 +140,12 @@ public class CachingURLProtocol: URLProtocol {
         }
         // The client is made only when the load goes on past the lookup (an autoclosure): a hit
         // never looks at the app's task.
-        switch engine.load(CacheRequest(request, key: key), from: settings,
-                           client: Client(delivery: delivery, redirects: AppTaskRedirects.handling(for: task, rules: delivery.rules))) {
+        switch engine.load(CacheRequest(request, key: key), from: settings, client: makeClient(delivery)) {
         case .answered(let answer):
             delivery.deliver(answer)
+            #if canImport(FoundationNetworking)
+            delivery.relayToAsyncTaskDelegate(answer)
+            #endif
         case .pending(let handle):
             loading.withLock { $0 = handle }
             // Stopped while the load started: it leaves its exchange, so an upstream request
@@ -164,6 +166,15 @@ public class CachingURLProtocol: URLProtocol {
     }
 
     // MARK: Delivery
+
+    /// The client of a load that goes on past the lookup, made from the app's task (on Linux
+    /// also finding the delegate of an `async` call, while on the session's work queue).
+    private func makeClient(_ delivery: ClientDelivery) -> Client {
+        #if canImport(FoundationNetworking)
+        delivery.findAsyncTaskDelegate()
+        #endif
+        return Client(delivery: delivery, redirects: AppTaskRedirects.handling(for: task, rules: delivery.rules))
+    }
 
     /// What the engine hands a load's answer and its news to: the protocol's `ClientDelivery`.
     private struct Client: LoadClient {

@@ -54,70 +54,88 @@ final class ClientDelivery: Sendable {
         var sentHead = false
         /// The protocol instance, for the client calls (weak: the protocol holds this object).
         weak var owner: URLProtocol?
+        #if canImport(FoundationNetworking)
+        /// The delegate of the `async` call behind the load, once looked for.
+        var asyncTaskDelegate = AsyncTaskDelegateLookup.notLooked
+        #endif
     }
+
+    #if canImport(FoundationNetworking)
+    enum AsyncTaskDelegateLookup {
+        case notLooked
+        case looked(AsyncTaskDelegate?)
+    }
+    #endif
 
     let rules: Rules
     private let executor: ClientExecutor
     private let state: Locked<State>
-    #if canImport(FoundationNetworking)
-    /// The delegate of the `async` call behind the load, given the body too
-    /// (`rules.relaysBodiesToAsyncTaskDelegates`).
-    private let asyncTaskDelegate: AsyncTaskDelegate?
-    #endif
 
-    /// Call it from `startLoading` (it looks at the owner's task where that is allowed).
     init(owner: URLProtocol, executor: ClientExecutor, rules: Rules = .platform) {
         self.rules = rules
         self.executor = executor
         state = Locked(State(owner: owner))
-        #if canImport(FoundationNetworking)
-        asyncTaskDelegate = rules.relaysBodiesToAsyncTaskDelegates ? AsyncTaskDelegate.find(for: owner.task) : nil
-        #endif
     }
+
+    #if canImport(FoundationNetworking)
+    // MARK: The delegate of an `async` call (Linux)
+
+    /// Looks for the delegate of the `async` call behind the load, which deliveries then give
+    /// the body too (`rules.relaysBodiesToAsyncTaskDelegates`). Call it from `startLoading`
+    /// (where corelibs' task registry may be read) before the load goes on past the lookup.
+    func findAsyncTaskDelegate() {
+        guard rules.relaysBodiesToAsyncTaskDelegates else { return }
+        let found = state.withLock { $0.owner?.task }.flatMap(AsyncTaskDelegate.find(for:))
+        state.withLock { $0.asyncTaskDelegate = .looked(found) }
+    }
+
+    /// After `deliver(answer)` of an answer found at once: gives its body to the delegate of an
+    /// `async` call, unless `findAsyncTaskDelegate` ran and `deliver` did so already. Called from
+    /// `startLoading`, after the client calls, so a hit's completion is on its way before the
+    /// protocol spends the few microseconds of looking (most tasks have no such delegate).
+    func relayToAsyncTaskDelegate(_ answer: Answer) {
+        guard rules.relaysBodiesToAsyncTaskDelegates, case .response(_, let body) = answer, !body.isEmpty,
+              case .notLooked = state.withLock({ $0.asyncTaskDelegate }) else { return }
+        findAsyncTaskDelegate()
+        if case .looked(let delegate?) = state.withLock({ $0.asyncTaskDelegate }) { delegate.relay(body) }
+    }
+    #endif
 
     // MARK: Deliveries
 
     /// Hands the answer to the client and ends the load: the response (unless streamed
     /// already), the body (in one `didLoad`), the end; or a redirect report; or the error.
     func deliver(_ answer: Answer) {
-        perform(ending: true) { [asyncTaskDelegate] client, owner, sentHead in
+        perform(ending: true) { to in
             switch answer {
             case .response(let response, let body):
-                if !sentHead {
-                    client.urlProtocol(owner, didReceive: response, cacheStoragePolicy: .notAllowed)
-                    if !body.isEmpty {
-                        client.urlProtocol(owner, didLoad: body)
-                        #if canImport(FoundationNetworking)
-                        asyncTaskDelegate?.relay(body)
-                        #endif
-                    }
+                if !to.sentHead {
+                    to.client.urlProtocol(to.owner, didReceive: response, cacheStoragePolicy: .notAllowed)
+                    to.load(body)
                 }
-                client.urlProtocolDidFinishLoading(owner)
+                to.client.urlProtocolDidFinishLoading(to.owner)
             case .redirect(let response, let request):
                 // As Apple's CustomHTTPProtocol sample does: report, then end this load as
                 // cancelled; the app's session asks its delegate and starts the next load.
-                client.urlProtocol(owner, wasRedirectedTo: request, redirectResponse: response)
-                client.urlProtocol(owner, didFailWithError: NSError(domain: NSCocoaErrorDomain, code: CocoaError.userCancelled.rawValue))
+                to.client.urlProtocol(to.owner, wasRedirectedTo: request, redirectResponse: response)
+                to.client.urlProtocol(to.owner, didFailWithError: NSError(domain: NSCocoaErrorDomain, code: CocoaError.userCancelled.rawValue))
             case .failure(let error):
-                client.urlProtocol(owner, didFailWithError: error)
+                to.client.urlProtocol(to.owner, didFailWithError: error)
             }
         }
     }
 
     /// The response of a body that follows in pieces (`rules.streamsBodies`).
     func deliverHead(_ response: HTTPURLResponse) {
-        perform(ending: false, sendsHead: true) { client, owner, _ in
-            client.urlProtocol(owner, didReceive: response, cacheStoragePolicy: .notAllowed)
+        perform(ending: false, sendsHead: true) { to in
+            to.client.urlProtocol(to.owner, didReceive: response, cacheStoragePolicy: .notAllowed)
         }
     }
 
     /// A piece of the body after `deliverHead`.
     func deliverChunk(_ data: Data) {
-        perform(ending: false) { [asyncTaskDelegate] client, owner, _ in
-            client.urlProtocol(owner, didLoad: data)
-            #if canImport(FoundationNetworking)
-            asyncTaskDelegate?.relay(data)
-            #endif
+        perform(ending: false) { to in
+            to.load(data)
         }
     }
 
@@ -133,8 +151,8 @@ final class ClientDelivery: Sendable {
         // Sendable by every Apple SDK.
         nonisolated(unsafe) let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
         #endif
-        let delivered = perform(ending: false) { client, owner, _ in
-            client.urlProtocol(owner, didReceive: relayed)
+        let delivered = perform(ending: false) { to in
+            to.client.urlProtocol(to.owner, didReceive: relayed)
         }
         if !delivered { reply(.cancelAuthenticationChallenge, nil) }
     }
@@ -151,27 +169,52 @@ final class ClientDelivery: Sendable {
 
     // MARK: The one path to the client
 
+    /// Who a delivery calls, claimed under the delivery lock.
+    private struct Recipient {
+        let client: URLProtocolClient
+        let owner: URLProtocol
+        /// The response went to the client before this delivery.
+        let sentHead: Bool
+        #if canImport(FoundationNetworking)
+        let asyncTaskDelegate: AsyncTaskDelegate?
+        #endif
+
+        /// Hands a piece of the body to the client (and to the delegate of an `async` call).
+        func load(_ data: Data) {
+            guard !data.isEmpty else { return }
+            client.urlProtocol(owner, didLoad: data)
+            #if canImport(FoundationNetworking)
+            asyncTaskDelegate?.relay(data)
+            #endif
+        }
+    }
+
     /// Runs `calls` where the client may be called, unless the load stopped; `ending` marks it
-    /// stopped afterwards, `sendsHead` marks the response sent. `calls` learns whether the
-    /// response was sent before. Returns false when it already knows nothing will be delivered.
+    /// stopped afterwards, `sendsHead` marks the response sent. Returns false when it already
+    /// knows nothing will be delivered.
     @discardableResult
-    private func perform(ending: Bool, sendsHead: Bool = false,
-                         _ calls: @escaping @Sendable (URLProtocolClient, URLProtocol, _ sentHead: Bool) -> Void) -> Bool {
+    private func perform(ending: Bool, sendsHead: Bool = false, _ calls: @escaping @Sendable (Recipient) -> Void) -> Bool {
         if state.withLock({ $0.isStopped }) { return false }
         executor.run { [state, rules] in
-            func claim(_ state: inout State) -> (URLProtocolClient, URLProtocol, Bool)? {
+            func claim(_ state: inout State) -> Recipient? {
                 guard !state.isStopped, let owner = state.owner, let client = owner.client else { return nil }
-                let sentHead = state.sentHead
+                #if canImport(FoundationNetworking)
+                var asyncTaskDelegate: AsyncTaskDelegate?
+                if case .looked(let found) = state.asyncTaskDelegate { asyncTaskDelegate = found }
+                let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead, asyncTaskDelegate: asyncTaskDelegate)
+                #else
+                let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead)
+                #endif
                 if ending { state.isStopped = true }
                 if sendsHead { state.sentHead = true }
-                return (client, owner, sentHead)
+                return recipient
             }
             if rules.holdsLockAcrossClientCalls {
                 state.withLock { state in
-                    if let (client, owner, sentHead) = claim(&state) { calls(client, owner, sentHead) }
+                    if let recipient = claim(&state) { calls(recipient) }
                 }
-            } else if let (client, owner, sentHead) = state.withLock({ claim(&$0) }) {
-                calls(client, owner, sentHead)
+            } else if let recipient = state.withLock({ claim(&$0) }) {
+                calls(recipient)
             }
         }
         return true
