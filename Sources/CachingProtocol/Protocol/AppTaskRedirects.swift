@@ -1,3 +1,6 @@
+#if canImport(FoundationNetworking)
+@_spi(Reflection) import Swift
+#endif
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -64,11 +67,12 @@ struct AsyncTaskDelegate: Sendable {
 
     /// The data delegate of the `async` call that made `task`, if any. Call it from
     /// `startLoading`: corelibs calls that on the task's work queue, which targets the session's
-    /// work queue, the only place its task registry may be read. About 3 µs for a task of a
-    /// completion handler or a delegate session (the common case); more for an `async` call, so
-    /// `ClientDelivery` looks only once a hit's answer is on its way, or when a load goes on.
+    /// work queue, the only place its task registry may be read. A task of a completion handler
+    /// or a delegate session (the common case) costs one load of its flag, about a nanosecond;
+    /// an `async` call's task a few microseconds of reflection on the registry.
     static func find(for task: URLSessionTask?) -> AsyncTaskDelegate? {
-        guard let task = task as? URLSessionDataTask, isAsyncCall(task),
+        guard let task = task as? URLSessionDataTask, let flagOffset = asyncCallFlagOffset,
+              withExtendedLifetime(task, { Unmanaged.passUnretained(task).toOpaque().load(fromByteOffset: flagOffset, as: Bool.self) }),
               let session = AppTaskRedirects.owningSession(of: task),
               let registry = Mirror(reflecting: session).children.first(where: { $0.label == "taskRegistry" })?.value,
               let behaviours = Mirror(reflecting: registry).children.first(where: { $0.label == "behaviours" })?.value as? [Int: Any],
@@ -87,23 +91,19 @@ struct AsyncTaskDelegate: Sendable {
         }
     }
 
-    /// Where `_callCompletionHandlerInline` is among `URLSessionTask`'s stored properties, found
-    /// once: reading one child by position costs a third of walking them by name.
-    private static let asyncCallFlagPosition: Int? = {
-        let children = Mirror(reflecting: URLSessionTask()).children
-        return children.firstIndex { $0.label == "_callCompletionHandlerInline" }
-            .map { children.distance(from: children.startIndex, to: $0) }
-    }()
-
-    private static func isAsyncCall(_ task: URLSessionTask) -> Bool {
-        guard let position = asyncCallFlagPosition else { return false }
-        var mirror: Mirror? = Mirror(reflecting: task)
-        while let current = mirror, current.subjectType != URLSessionTask.self {
-            mirror = current.superclassMirror
+    /// Where `URLSessionTask` keeps `_callCompletionHandlerInline` (a `Bool` set before the task
+    /// resumes and never changed), found once in the class's field layout; nil when a corelibs
+    /// release has no such field, and then nothing is relayed.
+    private static let asyncCallFlagOffset: Int? = {
+        var offset: Int?
+        // `_EachFieldOptions.classType` (1 << 0), spelled by value: the stdlib declares it a
+        // mutable static, which Swift 6 refuses to read.
+        _ = _forEachField(of: URLSessionTask.self, options: _EachFieldOptions(rawValue: 1 << 0)) { name, fieldOffset, type, _ in
+            guard String(cString: name) == "_callCompletionHandlerInline", type == Bool.self else { return true }
+            offset = fieldOffset
+            return false
         }
-        guard let children = mirror?.children, children.count > position else { return false }
-        let flag = children[children.index(children.startIndex, offsetBy: position)]
-        return flag.label == "_callCompletionHandlerInline" && flag.value as? Bool == true
-    }
+        return offset
+    }()
 }
 #endif

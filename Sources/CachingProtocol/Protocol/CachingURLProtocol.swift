@@ -143,9 +143,6 @@ public class CachingURLProtocol: URLProtocol {
         switch engine.load(CacheRequest(request, key: key), from: settings, client: makeClient(delivery)) {
         case .answered(let answer):
             delivery.deliver(answer)
-            #if canImport(FoundationNetworking)
-            delivery.relayToAsyncTaskDelegate(answer)
-            #endif
         case .pending(let handle):
             loading.withLock { $0 = handle }
             // Stopped while the load started: it leaves its exchange, so an upstream request
@@ -167,13 +164,9 @@ public class CachingURLProtocol: URLProtocol {
 
     // MARK: Delivery
 
-    /// The client of a load that goes on past the lookup, made from the app's task (on Linux
-    /// also finding the delegate of an `async` call, while on the session's work queue).
+    /// The client of a load that goes on past the lookup, made from the app's task.
     private func makeClient(_ delivery: ClientDelivery) -> Client {
-        #if canImport(FoundationNetworking)
-        delivery.findAsyncTaskDelegate()
-        #endif
-        return Client(delivery: delivery, redirects: AppTaskRedirects.handling(for: task, rules: delivery.rules))
+        Client(delivery: delivery, redirects: AppTaskRedirects.handling(for: task, rules: delivery.rules))
     }
 
     /// What the engine hands a load's answer and its news to: the protocol's `ClientDelivery`.

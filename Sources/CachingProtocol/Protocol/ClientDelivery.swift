@@ -54,52 +54,27 @@ final class ClientDelivery: Sendable {
         var sentHead = false
         /// The protocol instance, for the client calls (weak: the protocol holds this object).
         weak var owner: URLProtocol?
-        #if canImport(FoundationNetworking)
-        /// The delegate of the `async` call behind the load, once looked for.
-        var asyncTaskDelegate = AsyncTaskDelegateLookup.notLooked
-        #endif
     }
-
-    #if canImport(FoundationNetworking)
-    enum AsyncTaskDelegateLookup {
-        case notLooked
-        case looked(AsyncTaskDelegate?)
-    }
-    #endif
 
     let rules: Rules
     private let executor: ClientExecutor
     private let state: Locked<State>
+    #if canImport(FoundationNetworking)
+    /// The delegate of the `async` call behind the load, given the body too
+    /// (`rules.relaysBodiesToAsyncTaskDelegates`).
+    private let asyncTaskDelegate: AsyncTaskDelegate?
+    #endif
 
+    /// Call it from `startLoading`: on Linux it looks at the owner's task, which corelibs allows
+    /// only there (see `AsyncTaskDelegate.find(for:)`).
     init(owner: URLProtocol, executor: ClientExecutor, rules: Rules = .platform) {
         self.rules = rules
         self.executor = executor
         state = Locked(State(owner: owner))
+        #if canImport(FoundationNetworking)
+        asyncTaskDelegate = rules.relaysBodiesToAsyncTaskDelegates ? AsyncTaskDelegate.find(for: owner.task) : nil
+        #endif
     }
-
-    #if canImport(FoundationNetworking)
-    // MARK: The delegate of an `async` call (Linux)
-
-    /// Looks for the delegate of the `async` call behind the load, which deliveries then give
-    /// the body too (`rules.relaysBodiesToAsyncTaskDelegates`). Call it from `startLoading`
-    /// (where corelibs' task registry may be read) before the load goes on past the lookup.
-    func findAsyncTaskDelegate() {
-        guard rules.relaysBodiesToAsyncTaskDelegates else { return }
-        let found = state.withLock { $0.owner?.task }.flatMap(AsyncTaskDelegate.find(for:))
-        state.withLock { $0.asyncTaskDelegate = .looked(found) }
-    }
-
-    /// After `deliver(answer)` of an answer found at once: gives its body to the delegate of an
-    /// `async` call, unless `findAsyncTaskDelegate` ran and `deliver` did so already. Called from
-    /// `startLoading`, after the client calls, so a hit's completion is on its way before the
-    /// protocol spends the few microseconds of looking (most tasks have no such delegate).
-    func relayToAsyncTaskDelegate(_ answer: Answer) {
-        guard rules.relaysBodiesToAsyncTaskDelegates, case .response(_, let body) = answer, !body.isEmpty,
-              case .notLooked = state.withLock({ $0.asyncTaskDelegate }) else { return }
-        findAsyncTaskDelegate()
-        if case .looked(let delegate?) = state.withLock({ $0.asyncTaskDelegate }) { delegate.relay(body) }
-    }
-    #endif
 
     // MARK: Deliveries
 
@@ -195,12 +170,13 @@ final class ClientDelivery: Sendable {
     @discardableResult
     private func perform(ending: Bool, sendsHead: Bool = false, _ calls: @escaping @Sendable (Recipient) -> Void) -> Bool {
         if state.withLock({ $0.isStopped }) { return false }
+        #if canImport(FoundationNetworking)
+        let asyncTaskDelegate = self.asyncTaskDelegate
+        #endif
         executor.run { [state, rules] in
             func claim(_ state: inout State) -> Recipient? {
                 guard !state.isStopped, let owner = state.owner, let client = owner.client else { return nil }
                 #if canImport(FoundationNetworking)
-                var asyncTaskDelegate: AsyncTaskDelegate?
-                if case .looked(let found) = state.asyncTaskDelegate { asyncTaskDelegate = found }
                 let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead, asyncTaskDelegate: asyncTaskDelegate)
                 #else
                 let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead)
