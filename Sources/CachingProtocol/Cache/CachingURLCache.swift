@@ -144,6 +144,19 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         set { store.disk.capacity = max(0, newValue) }
     }
 
+    /// The largest response, in bytes (body, headers and URL), the cache stores. A larger one is
+    /// delivered to the app as usual and not stored: it replaces nothing and evicts nothing, so
+    /// one big download never flushes the entries an app uses every day.
+    ///
+    /// Default: 5 % of the larger of ``memoryCapacity`` and ``diskCapacity`` (Apple's URLCache
+    /// stores nothing above about 5 % of its disk capacity), following the capacities when they
+    /// change: 5 MB for ``standard``. Setting it fixes it (a negative value means 0). Each tier
+    /// also keeps nothing above a quarter of its own capacity. Thread-safe.
+    public var maximumEntrySize: Int {
+        get { store.maximumEntrySize }
+        set { store.maximumEntrySize = newValue }
+    }
+
     open override var currentMemoryUsage: Int { store.memory.statistics.byteCount }
 
     open override var currentDiskUsage: Int { store.disk.statistics.byteCount }

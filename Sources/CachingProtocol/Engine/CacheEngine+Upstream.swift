@@ -12,7 +12,8 @@ extension CacheEngine {
 
     /// Starts the upstream work `kind` for `request` from an app session with `settings`, or
     /// joins an identical exchange already running. `load` nil starts a background exchange
-    /// nobody waits for.
+    /// nobody waits for. Call it on the engine's queue (every caller is there already: one hop
+    /// fewer on every miss), where an upstream task may be created.
     func startExchange(_ kind: Exchange.Kind, for request: CacheRequest, from settings: SessionSettings, joining load: Load?) {
         let collapses = configuration.collapsesRequests && load?.collapsible != false
         let key = collapses ? kind.collapseKey(for: request) : "\(exchangeSerial.withLock { $0 += 1; return $0 })"
@@ -37,8 +38,7 @@ extension CacheEngine {
         }
         if let created {
             if created.isBackground { backgroundWork.enter() }
-            let listener = ExchangeListener(engine: self, exchange: created, starter: load)
-            queue.async { self.run(created, listener: listener) }
+            run(created, listener: ExchangeListener(engine: self, exchange: created, starter: load))
         }
     }
 
@@ -227,7 +227,7 @@ extension CacheEngine {
             if upstream.status >= 500, let fallback, policy.mayServeAfterError(fallback, request: request, now: now) {
                 return staleAfterError(fallback, originStatus: upstream.status, now: now, trip: trip)
             }
-            let decision = storageDecision(for: upstream.head, request: request)
+            let decision = storageDecision(for: upstream.head, request: request, bodyBytes: upstream.body.count)
             store(upstream, for: request, decision: decision)
             let status = cacheStatus(forFetched: upstream.head, decision: decision, forward: forward, now: now)
             let answer = Answer.response(deliverable(upstream.response, status: status), upstream.body)
@@ -251,10 +251,16 @@ extension CacheEngine {
         }
     }
 
-    /// Whether and how long the response `head` is stored for `request`.
-    func storageDecision(for head: UpstreamHead, request: CacheRequest) -> StorageDecision {
-        policy.storageDecision(for: request, status: head.status, headers: head.headers,
-                               requestDate: head.requestDate, responseDate: head.responseDate, route: head.route)
+    /// Whether and how long the response `head` is stored for `request`: the policy's decision,
+    /// unless the response is larger than the store's `maximumEntrySize` — by its body when it
+    /// is in (`bodyBytes`), else by its `Content-Length` — and then it is delivered, not stored.
+    func storageDecision(for head: UpstreamHead, request: CacheRequest, bodyBytes: Int? = nil) -> StorageDecision {
+        let limit = store.maximumEntrySize
+        if let bytes = bodyBytes ?? head.response.expectedContentLength.nonNegative, bytes > limit {
+            return .doNotStore(reason: "\(bytes) bytes, more than the largest stored response (maximumEntrySize, \(limit) bytes)")
+        }
+        return policy.storageDecision(for: request, status: head.status, headers: head.headers,
+                                      requestDate: head.requestDate, responseDate: head.responseDate, route: head.route)
     }
 
     /// The `Cache-Status` of a response fetched from the origin (RFC 9211): why it was
@@ -411,4 +417,9 @@ final class ExchangeListener: UpstreamListener {
     func upstreamDidReceive(_ data: Data) {
         for client in state.withLock({ $0.streamingTo }) { client.receiveChunk(data) }
     }
+}
+
+private extension Int64 {
+    /// The value as an `Int` when it is not negative (`expectedContentLength` is -1 when unknown).
+    var nonNegative: Int? { self >= 0 ? Int(clamping: self) : nil }
 }

@@ -20,9 +20,12 @@ protocol RecordStore: AnyObject, Sendable {
     /// The record, read like `record(forKey:)` but not counted and not marked used: a look
     /// before deciding whether to take a request at all.
     func peek(_ key: String) -> CacheRecord?
+    /// The most bytes one stored response may cost (`CacheEntry.cost`); `storeVariant` stores
+    /// nothing larger.
+    var maximumEntrySize: Int { get }
     /// Puts `entry` first among the variants stored under `key`, replacing the variant it is the
     /// same as (`CacheEntry.isSameVariant(as:)`); in memory only (and off the disk) when
-    /// `memoryOnly`.
+    /// `memoryOnly`. An entry costing more than `maximumEntrySize` is not stored.
     func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool)
     /// Removes the variant stored under `key` that `matches` picks (the first, newest first);
     /// the record goes when it was the last one.

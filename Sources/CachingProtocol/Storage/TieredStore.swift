@@ -21,9 +21,27 @@ final class TieredStore: RecordStore {
     /// Most variants kept per URL when the origin sends `Vary`.
     static let maximumVariants = 8
 
+    /// The share of the larger capacity one stored response may cost by default: Apple's
+    /// URLCache stores nothing above about 5 % of its disk capacity.
+    static let defaultMaximumEntryFraction = 0.05
+
+    /// The largest stored response set by the app; nil follows the capacities.
+    private let maximumEntrySizeSetting = Locked<Int?>(nil)
+
     init(memoryCapacity: Int, diskCapacity: Int, directory: URL) {
         memory = MemoryStore(capacity: max(0, memoryCapacity))
         disk = DiskStore(directory: directory, capacity: max(0, diskCapacity))
+    }
+
+    /// The most bytes one stored response (body, headers and URL) may cost; a larger one is not
+    /// stored, replaces nothing and evicts nothing. Default: 5 % of the larger of the two
+    /// capacities, following them when they change; setting it fixes it (negative: 0).
+    var maximumEntrySize: Int {
+        get {
+            maximumEntrySizeSetting.withLock { $0 }
+                ?? Int(Double(max(memory.capacity, disk.capacity)) * Self.defaultMaximumEntryFraction)
+        }
+        set { maximumEntrySizeSetting.withLock { $0 = max(0, newValue) } }
     }
 
     /// The clock for the disk tier's last-access times (the LRU order).
@@ -102,8 +120,9 @@ final class TieredStore: RecordStore {
 
     /// Puts `entry` first among the variants stored under `key` (in memory only, and off the
     /// disk, when `memoryOnly`), replacing the variant it is the same as and dropping the oldest
-    /// beyond `maximumVariants`.
+    /// beyond `maximumVariants`. An entry costing more than `maximumEntrySize` is not stored.
     func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
+        guard entry.cost <= maximumEntrySize else { return }
         var variants = record(forKey: key, counting: false, memoryAlreadyCounted: false)?.variants ?? []
         variants.removeAll { $0.isSameVariant(as: entry) }
         variants.insert(entry, at: 0)
