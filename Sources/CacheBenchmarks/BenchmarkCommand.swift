@@ -22,6 +22,20 @@ public enum BenchmarkCommand {
         var sizes: [Int]?
         var openSize: Int?
         var remaining = arguments[...]
+        if remaining.first == "--huge-side" {
+            // A child of the miss group: `--huge-side SIDE --bytes N` (see `measureHugeGet`).
+            let side = remaining.dropFirst().first ?? ""
+            guard ["direct", "layered"].contains(side), remaining.dropFirst(2).first == "--bytes",
+                  let bytes = remaining.dropFirst(3).first.flatMap({ Int($0) }), bytes > 0 else {
+                return fail("--huge-side needs direct or layered and --bytes N")
+            }
+            do {
+                print(try BenchmarkSuite.measureHugeGet(side: side, bytes: bytes))
+                return 0
+            } catch {
+                return fail("\(error)")
+            }
+        }
         while let argument = remaining.popFirst() {
             switch argument {
             case "--json": json = true

@@ -35,6 +35,13 @@ case .compare(let json):
         writeError("Demo: the comparison could not run: \(error)")
         exit(1)
     }
+case .sessions:
+    do {
+        print(SessionsScenario.render(try await SessionsScenario().run()), terminator: "")
+    } catch {
+        writeError("Demo: the sessions scenario could not run: \(error)")
+        exit(1)
+    }
 case .bench(let arguments):
     exit(BenchmarkCommand.run(arguments))
 case .fetch(let options):

@@ -77,8 +77,7 @@ public struct Comparison: Sendable {
         if site.exchangeCount != site.origin.requests.count {
             anomalies.append("\(kind.name): origin logged \(site.origin.requests.count) requests, handlers answered \(site.exchangeCount)")
         }
-        if kind.usesProtocol {
-            let statistics = CachingURLProtocol.statistics
+        if let statistics = client.caching?.statistics {
             let fromCache = records.filter { $0.answer == .fromCache && $0.method == "GET" }.count
             if statistics.hits + statistics.staleHits != fromCache {
                 anomalies.append("\(kind.name): statistics count \(statistics.hits + statistics.staleHits) hits, the records \(fromCache)")

@@ -15,6 +15,8 @@ final class DemoClient: Sendable {
     let session: URLSession
     private let directory: URL?
     private let cachingCache: CachingURLCache?
+    /// The configuration the session caches with (its counters are this client's).
+    let caching: CachingConfiguration?
     private let foundationCache: URLCache?
     private let events = Locked<[CacheEvent]>([])
     /// Set when a session meant to bypass the protocol would have used it.
@@ -32,6 +34,7 @@ final class DemoClient: Sendable {
             directory = nil
             cachingCache = nil
             foundationCache = nil
+            caching = nil
         case .urlCache:
             let directory = Self.temporaryDirectory("urlcache")
             #if canImport(FoundationNetworking)
@@ -44,6 +47,7 @@ final class DemoClient: Sendable {
             self.directory = directory
             cachingCache = nil
             foundationCache = cache
+            caching = nil
         case .cachingProtocolHead, .cachingProtocolConditionalGet:
             let directory = Self.temporaryDirectory("protocol")
             // The same capacities as the URLCache client.
@@ -55,6 +59,7 @@ final class DemoClient: Sendable {
                 now: site.clock.read,
                 observer: { [events] event in events.withLock { $0.append(event) } })
             CachingURLProtocol.inject(into: configuration, using: caching)
+            self.caching = caching
             self.directory = directory
             cachingCache = cache
             foundationCache = nil

@@ -11,6 +11,8 @@ public enum DemoCommand: Equatable, Sendable {
     case compare(json: Bool)
     /// `fetch URL [--times N] [--cache-dir DIR]`.
     case fetch(FetchOptions)
+    /// `sessions`: an image session and an API session side by side (``SessionsScenario``).
+    case sessions
     /// `bench …`: the benchmarks, which parse their own arguments (CacheBenchmarks).
     case bench([String])
     /// `--help`: print ``usage`` and exit 0.
@@ -21,6 +23,7 @@ public enum DemoCommand: Equatable, Sendable {
 
     public static let usage = """
         usage: Demo [--json]
+               Demo sessions
                Demo fetch URL [--times N] [--cache-dir DIR]
                Demo bench [--json] [--quick] [--only GROUP,…]   (build with -c release)
                Demo --help
@@ -30,6 +33,8 @@ public enum DemoCommand: Equatable, Sendable {
                           embedded loopback origin through a plain URLSession, an AFNetworking-style
                           URLCache and CachingURLProtocol, and prints what each cost the origin.
           --json          the same comparison as JSON on standard output.
+        sessions          an image session and an API session side by side, each with its own cache,
+                          policy and rules, over the same day: origin requests and bytes per session.
         fetch URL         fetches URL through CachingURLProtocol (default heuristic policy) N times
                           and prints what each fetch did: hit, revalidated or fetched, status,
                           bytes and milliseconds.
@@ -55,6 +60,9 @@ public enum DemoCommand: Equatable, Sendable {
             return .fetch(try FetchOptions.parse(Array(rest)))
         case "help":
             return .help
+        case "sessions":
+            guard rest.isEmpty else { throw UsageError("sessions takes no arguments") }
+            return .sessions
         case "compare":
             return try parseCompare(Array(rest))
         default:

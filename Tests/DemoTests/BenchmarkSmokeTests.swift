@@ -33,5 +33,6 @@ final class BenchmarkSmokeTests: XCTestCase {
         XCTAssertEqual(BenchmarkCommand.run(["--only", "nonsense"]), 64)
         XCTAssertEqual(BenchmarkCommand.run(["--sizes", "0"]), 64)
         XCTAssertEqual(BenchmarkCommand.run(["--frobnicate"]), 64)
+        XCTAssertEqual(BenchmarkCommand.run(["--huge-side", "sideways", "--bytes", "1"]), 64)
     }
 }

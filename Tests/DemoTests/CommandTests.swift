@@ -39,6 +39,8 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(try DemoCommand.parse(["compare", "--json"]), .compare(json: true))
         XCTAssertEqual(try DemoCommand.parse(["--help"]), .help)
         XCTAssertEqual(try DemoCommand.parse(["-h"]), .help)
+        XCTAssertEqual(try DemoCommand.parse(["sessions"]), .sessions)
+        XCTAssertThrowsError(try DemoCommand.parse(["sessions", "extra"]))
         XCTAssertEqual(try DemoCommand.parse(["fetch", "--help"]), .help)
         let url = try XCTUnwrap(URL(string: "https://example.com/a?b=1"))
         XCTAssertEqual(try DemoCommand.parse(["fetch", url.absoluteString]), .fetch(FetchOptions(url: url, times: 2)))
@@ -72,6 +74,24 @@ final class CommandTests: XCTestCase {
     }
 
     // MARK: fetch
+
+    /// The two sessions keep their caches apart and follow their own rules: the numbers are
+    /// those the scenario's script makes certain (see `SessionsScenario`).
+    func testTheSessionsScenarioCountsEachSessionOnItsOwn() async throws {
+        let results = try await SessionsScenario().run()
+        XCTAssertEqual(results.map(\.name), ["images", "api"])
+        let images = results[0], api = results[1]
+        // 8 images at 4 moments: fetched once each, then kept for 7 days
+        XCTAssertEqual([images.appRequests, images.originRequests, images.statistics.hits], [32, 8, 24])
+        XCTAssertEqual([images.storedEntries, images.originBodyBytes], [8, 8 * 24_000])
+        // API: the catalog fetched at launch, a hit at +2 min (fresh 300 s), fetched at +10 min and
+        // +2 days; the profile revalidated every time after launch (RFC 9111 no-cache); analytics
+        // bypassed: 4 origin requests the layer never counted
+        XCTAssertEqual([api.appRequests, api.originRequests], [12, 11])
+        XCTAssertEqual([api.statistics.hits, api.statistics.fetched, api.statistics.revalidatedNotModified], [1, 4, 3])
+        XCTAssertEqual(api.storedEntries, 2, "catalog and profile; the analytics beacon was never stored")
+        XCTAssertTrue(SessionsScenario.render(results).contains("images             32                8"))
+    }
 
     func testFetchReportsWhatEachFetchDid() async throws {
         let origin = try LoopbackOrigin()

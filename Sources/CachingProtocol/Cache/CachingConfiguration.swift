@@ -16,36 +16,47 @@ public enum RevalidationStrategy: Sendable, Equatable {
 
 /// Everything an installation of the cache needs, in one value with documented defaults.
 ///
-/// Only one configuration is active per process: ``CachingURLProtocol/register(_:)`` and
-/// ``CachingURLProtocol/inject(into:using:)`` install it for every session that uses the
-/// protocol. Installing another replaces it for requests that start afterwards.
+/// Each configuration is a cache installation of its own, with its own counters
+/// (``statistics``) and offline switch (``isOffline``):
+/// ``CachingURLProtocol/inject(into:using:)`` binds it to the sessions made from one
+/// `URLSessionConfiguration`, and ``CachingURLProtocol/register(_:)`` makes it the
+/// configuration of `URLSession.shared`. Injecting one configuration into several session
+/// configurations (or registering it too) shares that installation between their sessions;
+/// two configurations never share anything but what they were given (a ``CachingURLCache``
+/// passed to both is one store).
+///
+/// A copy is the same installation until it is changed: setting any property makes the value a
+/// new configuration, with counters and an offline switch of its own.
 public struct CachingConfiguration: Sendable {
     /// Where entries live. Default: ``CachingURLCache/standard`` (4 MB memory, 100 MB disk, in
     /// the user's caches directory).
-    public var cache: CachingURLCache
+    public var cache: CachingURLCache { didSet { identity = Identity() } }
     /// The rules. Default: ``CachingPolicy/heuristic(etagWindow:lastModifiedWindow:noCacheReuse:imageLifetime:maximumStaleness:)``
     /// with its default numbers.
-    public var policy: CachingPolicy
+    public var policy: CachingPolicy { didSet { identity = Identity() } }
     /// How stale entries with validators are checked. Default: ``RevalidationStrategy/head``.
-    public var revalidation: RevalidationStrategy
+    public var revalidation: RevalidationStrategy { didSet { identity = Identity() } }
     /// The clock every freshness decision reads. Default: the system clock. Tests and demos pass
     /// a clock they can move forward.
-    public var now: @Sendable () -> Date
+    public var now: @Sendable () -> Date { didSet { identity = Identity() } }
     /// Whether answers carry a `Cache-Status` header (RFC 9211) naming this cache: `CachingProtocol; hit`
     /// for a fresh hit, `CachingProtocol; hit; ttl=-30; detail=stale` for a stale one,
     /// `CachingProtocol; fwd=uri-miss; fwd-status=200; stored; ttl=600` for a miss. Default true.
     /// Besides it, a response served from the cache carries the `Age` HTTP requires of a cache
     /// (RFC 9111 §5.1): how long ago the origin produced it, in seconds; nothing else is added.
-    public var addsCacheStatus: Bool
+    public var addsCacheStatus: Bool { didSet { identity = Identity() } }
     /// Whether identical concurrent requests that must go to the origin share one upstream
     /// request. Default true.
-    public var collapsesRequests: Bool
+    public var collapsesRequests: Bool { didSet { identity = Identity() } }
     /// Called once per request the protocol answers, just before the answer is handed to the
     /// app, on an internal thread. Keep it fast: the app waits for it. Default nil. Events carry no header values, so nothing
     /// secret reaches a log through them.
-    public var observer: (@Sendable (CacheEvent) -> Void)?
+    public var observer: (@Sendable (CacheEvent) -> Void)? { didSet { identity = Identity() } }
+    /// Rules for some of the requests, by host, path prefix or predicate; the first that matches
+    /// a request wins (see ``CachingRule``). Default none: every request follows ``policy``.
+    public var rules: [CachingRule] { didSet { identity = Identity() } }
     /// Where warnings go (for example "registered too late"). Default: standard error.
-    public var log: @Sendable (String) -> Void
+    public var log: @Sendable (String) -> Void { didSet { identity = Identity() } }
 
     /// A configuration; every argument has the default documented on its property.
     public init(
@@ -55,6 +66,7 @@ public struct CachingConfiguration: Sendable {
         now: @escaping @Sendable () -> Date = { Date() },
         addsCacheStatus: Bool = true,
         collapsesRequests: Bool = true,
+        rules: [CachingRule] = [],
         observer: (@Sendable (CacheEvent) -> Void)? = nil,
         log: @escaping @Sendable (String) -> Void = { message in
             FileHandle.standardError.write(Data("CachingProtocol: \(message)\n".utf8))
@@ -66,7 +78,57 @@ public struct CachingConfiguration: Sendable {
         self.now = now
         self.addsCacheStatus = addsCacheStatus
         self.collapsesRequests = collapsesRequests
+        self.rules = rules
         self.observer = observer
         self.log = log
+        identity = Identity()
+    }
+
+    // MARK: The installation
+
+    /// What makes this value one installation: its engine (made when it is first injected or
+    /// registered, alive while a session class or `register` holds it) and its offline switch.
+    private(set) var identity: Identity
+
+    /// Counters of the requests this configuration's sessions made since it was first injected
+    /// or registered: zero before, and again once nothing uses it any more (after
+    /// ``CachingURLProtocol/unregister()``, or when `register` replaced it and it was never
+    /// injected). Thread-safe.
+    public var statistics: CacheStatistics {
+        identity.engine?.statistics ?? CacheStatistics()
+    }
+
+    /// Offline mode for this configuration's sessions: when true, GETs are answered only from
+    /// the cache (stale answers included, marked in `Cache-Status`); anything not stored fails
+    /// with `URLError.resourceUnavailable`. Default false. Setting it does not make a new
+    /// configuration: every copy of this one sees it. Thread-safe.
+    public var isOffline: Bool {
+        get { identity.offline.withLock { $0 } }
+        nonmutating set { identity.offline.withLock { $0 = newValue } }
+    }
+
+    /// The installation behind a configuration and its unchanged copies.
+    final class Identity: Sendable {
+        let offline = Locked(false)
+        /// Weak: the engine belongs to the session classes and the registration that use it, so
+        /// a configuration nobody installs any more releases its engine and upstream sessions.
+        private let madeEngine = Locked(WeakEngine())
+
+        private struct WeakEngine {
+            weak var engine: CacheEngine?
+        }
+
+        /// The engine, if one was made and is still in use.
+        var engine: CacheEngine? { madeEngine.withLock { $0.engine } }
+
+        /// The engine of `configuration` (whose identity this is), made on first use.
+        func engine(for configuration: CachingConfiguration, make: (CachingConfiguration) -> CacheEngine) -> CacheEngine {
+            madeEngine.withLock { slot in
+                if let engine = slot.engine { return engine }
+                let made = make(configuration)
+                slot.engine = made
+                return made
+            }
+        }
     }
 }

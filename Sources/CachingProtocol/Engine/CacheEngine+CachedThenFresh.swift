@@ -42,8 +42,8 @@ extension CacheEngine {
         handle: LoadHandle,
         continuation: AsyncThrowingStream<CachedThenFreshResponse, Error>.Continuation
     ) {
-        guard RequestDisposition(urlRequest) == .cacheable, let key = CacheKey.make(for: urlRequest) else {
-            let reason = CachingError(.notCacheable, "cachedThenFresh needs a GET the cache may answer (no app validators, no Range, no no-store)")
+        guard RequestDisposition(urlRequest) == .cacheable, !bypasses(urlRequest), let key = CacheKey.make(for: urlRequest) else {
+            let reason = CachingError(.notCacheable, "cachedThenFresh needs a GET the cache may answer (no app validators, no Range, no no-store, no bypass rule)")
             return continuation.finish(throwing: reason)
         }
         let settings = SessionSettings.standard

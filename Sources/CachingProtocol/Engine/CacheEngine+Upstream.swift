@@ -99,6 +99,15 @@ extension CacheEngine {
             send(upstreamRequest(for: request, method: "GET", conditions: nil), for: exchange, listener: listener) { [self] result in
                 finish(exchange, with: resolveForward(result, trip: trip))
             }
+        case .unsafe:
+            let method = request.urlRequest.httpMethod ?? "POST"
+            let trip = Trip(methods: [method])
+            listener.expect(method: method, fallback: nil, forward: .method)
+            var upstream = request.urlRequest
+            upstream.cachePolicy = .reloadIgnoringLocalCacheData
+            send(upstream, for: exchange, listener: listener) { [self] result in
+                finish(exchange, with: resolveUnsafe(result, request: request, trip: trip))
+            }
         case .revalidate(let entry, let conditions):
             let method = configuration.revalidation == .head ? "HEAD" : "GET"
             let trip = Trip(methods: [method])
@@ -120,7 +129,7 @@ extension CacheEngine {
                                                        trip: trip, outcome: .revalidatedChanged, listener: listener))
         }
         let now = configuration.now()
-        let outcome = policy.revalidationOutcome(
+        let outcome = policy(for: request).revalidationOutcome(
             stored: entry, request: request, method: trip.methods.last ?? "GET", status: upstream.status,
             headers: upstream.headers, requestDate: upstream.requestDate, responseDate: upstream.responseDate, now: now)
         var trip = trip
@@ -211,10 +220,10 @@ extension CacheEngine {
         switch result {
         case .failure(let error):
             if let fallback, (error as? URLError)?.code != .cancelled {
-                if policy.mayServeAfterError(fallback, request: request, now: now, disconnected: true) {
+                if policy(for: request).mayServeAfterError(fallback, request: request, now: now, disconnected: true) {
                     return staleAfterError(fallback, originStatus: nil, now: now, trip: trip)
                 }
-                if policy.answersGatewayTimeoutWhenUnvalidated(fallback), let url = request.urlRequest.url {
+                if policy(for: request).answersGatewayTimeoutWhenUnvalidated(fallback), let url = request.urlRequest.url {
                     return Resolution(answer: gatewayTimeout(for: url, forward: forward), outcome: .failed, trip: trip)
                 }
             }
@@ -224,7 +233,7 @@ extension CacheEngine {
             trip.originStatus = upstream.status
             trip.bytes += upstream.body.count
             recordTransfer(upstream)
-            if upstream.status >= 500, let fallback, policy.mayServeAfterError(fallback, request: request, now: now) {
+            if upstream.status >= 500, let fallback, policy(for: request).mayServeAfterError(fallback, request: request, now: now) {
                 return staleAfterError(fallback, originStatus: upstream.status, now: now, trip: trip)
             }
             let decision = storageDecision(for: upstream.head, request: request, bodyBytes: upstream.body.count)
@@ -237,7 +246,8 @@ extension CacheEngine {
     }
 
     /// The origin's answer to a forwarded request, handed on as it is and never stored.
-    private func resolveForward(_ result: Result<UpstreamResponse, Error>, trip: Trip) -> Resolution {
+    private func resolveForward(_ result: Result<UpstreamResponse, Error>, trip: Trip,
+                                forward: CacheStatus.Forward = .request) -> Resolution {
         switch result {
         case .failure(let error):
             return Resolution(answer: .failure(error), outcome: .failed, trip: trip)
@@ -245,10 +255,40 @@ extension CacheEngine {
             var trip = trip
             trip.originStatus = upstream.status
             trip.bytes += upstream.body.count
-            let status = CacheStatus(forward: .request, forwardStatus: upstream.status)
+            let status = CacheStatus(forward: forward, forwardStatus: upstream.status)
             return Resolution(answer: .response(deliverable(upstream.response, status: status), upstream.body),
                               outcome: .fetched, trip: trip)
         }
+    }
+
+    /// The answer to an unsafe request, handed on and never stored. A non-error status (below
+    /// 400) means the origin accepted it: what is stored for its URL is dropped, and for the
+    /// `Location` and `Content-Location` of the answer when they are on the same origin (RFC
+    /// 9111 §4.4). An error status or no answer at all leaves the store as it was.
+    private func resolveUnsafe(_ result: Result<UpstreamResponse, Error>, request: CacheRequest, trip: Trip) -> Resolution {
+        guard case .success(let upstream) = result else {
+            return resolveForward(result, trip: trip, forward: .method)
+        }
+        if upstream.status < 400, let target = request.urlRequest.url {
+            store.removeRecord(forKey: request.key)
+            for name in ["Location", "Content-Location"] {
+                guard let value = upstream.response.value(forHTTPHeaderField: name),
+                      let url = URL(string: value, relativeTo: target)?.absoluteURL,
+                      Self.isSameOrigin(url, target) else { continue }
+                store.removeRecord(forKey: CacheKey.make(method: "GET", url: url))
+            }
+        }
+        return resolveForward(result, trip: trip, forward: .method)
+    }
+
+    /// Whether two URLs share scheme, host and port (RFC 6454 origins).
+    private static func isSameOrigin(_ url: URL, _ other: URL) -> Bool {
+        func parts(_ url: URL) -> (String, String, Int?) {
+            let scheme = url.scheme?.lowercased() ?? ""
+            let defaultPort = scheme == "https" ? 443 : scheme == "http" ? 80 : nil
+            return (scheme, url.host?.lowercased() ?? "", url.port ?? defaultPort)
+        }
+        return parts(url) == parts(other)
     }
 
     /// Whether and how long the response `head` is stored for `request`: the policy's decision,
@@ -259,8 +299,9 @@ extension CacheEngine {
         if let bytes = bodyBytes ?? head.response.expectedContentLength.nonNegative, bytes > limit {
             return .doNotStore(reason: "\(bytes) bytes, more than the largest stored response (maximumEntrySize, \(limit) bytes)")
         }
-        return policy.storageDecision(for: request, status: head.status, headers: head.headers,
-                                      requestDate: head.requestDate, responseDate: head.responseDate, route: head.route)
+        return policy(for: request).storageDecision(for: request, status: head.status, headers: head.headers,
+                                                    requestDate: head.requestDate, responseDate: head.responseDate,
+                                                    route: head.route)
     }
 
     /// The `Cache-Status` of a response fetched from the origin (RFC 9211): why it was
@@ -400,7 +441,7 @@ final class ExchangeListener: UpstreamListener {
         // Only a body that becomes the answer as it is: not a HEAD's, a 304's (the answer is the
         // stored body), a redirect's the app follows itself, nor an error's a stale copy replaces.
         guard method == "GET", head.status != 304, reported == nil else { return false }
-        if head.status >= 500, let fallback, engine.policy.mayServeAfterError(fallback, request: request, now: now) {
+        if head.status >= 500, let fallback, engine.policy(for: request).mayServeAfterError(fallback, request: request, now: now) {
             return false
         }
         var clients = exchange.waiting.map(\.waiter).filter { $0.load.client.streamsBody }

@@ -21,7 +21,10 @@ final class CacheEngine: Sendable {
     private let upstreams = Locked<[SessionSettings: UpstreamClient]>([:])
     let exchanges = Locked<[Exchange.ID: Exchange]>([:])
     private let counters = Locked(CacheStatistics())
-    private let offlineMode = Locked(false)
+    /// The configuration's offline switch (`CachingConfiguration.isOffline`).
+    private let offlineMode: Locked<Bool>
+    /// The configuration's rules, tried in order for every request.
+    let rules: [CachingRule]
     let queue = DispatchQueue(label: "CachingProtocol.engine", attributes: .concurrent)
     let exchangeSerial = Locked(0)
     /// Background exchanges (stale-while-revalidate) that are still running.
@@ -34,6 +37,8 @@ final class CacheEngine: Sendable {
         self.isCachingProtocol = isCachingProtocol
         store = configuration.cache.store
         policy = configuration.policy
+        rules = configuration.rules
+        offlineMode = configuration.identity.offline
         configuration.cache.use(policy: configuration.policy, clock: configuration.now)
     }
 
@@ -47,9 +52,35 @@ final class CacheEngine: Sendable {
         }
     }
 
-    /// Lets running transfers finish, then releases the upstream sessions.
+    /// Lets running transfers finish, then releases the upstream sessions; a later load makes
+    /// new ones (an engine shared by several sessions may be unregistered from one of them).
     func shutdown() {
-        for upstream in upstreams.withLock({ Array($0.values) }) { upstream.shutdown() }
+        let released = upstreams.withLock { upstreams in
+            defer { upstreams = [:] }
+            return Array(upstreams.values)
+        }
+        for upstream in released { upstream.shutdown() }
+    }
+
+    /// Whether a rule says the protocol must leave `request` to Foundation.
+    func bypasses(_ request: URLRequest) -> Bool {
+        guard !rules.isEmpty, case .bypass = rules.action(for: request) else { return false }
+        return true
+    }
+
+    /// The policy that judges `request`: the first matching rule's, or the configuration's.
+    func policy(for request: CacheRequest) -> CachingPolicy {
+        guard !rules.isEmpty else { return policy }
+        switch rules.action(for: request.urlRequest) {
+        case .policy(let rulePolicy):
+            return rulePolicy
+        case .freshFor(let seconds):
+            var fixed = policy
+            fixed.fixedLifetime = seconds
+            return fixed
+        case .bypass, nil:
+            return policy
+        }
     }
 
     var statistics: CacheStatistics { counters.withLock { $0 } }
@@ -119,6 +150,22 @@ final class CacheEngine: Sendable {
         }
     }
 
+    /// Whether an unsafe request for `key` goes through the cache (`Exchange.Kind.unsafe`):
+    /// only when something may be stored for its URL; otherwise there is nothing to invalidate
+    /// and Foundation sends it untouched.
+    func takesUnsafeRequest(forKey key: String) -> Bool {
+        store.mayContainRecord(forKey: key)
+    }
+
+    /// Sends an unsafe request as it is, on the engine's queue, shared with no other load; the
+    /// store is invalidated once the origin accepted it (`Exchange.Kind.unsafe`).
+    func sendUnsafe(_ request: CacheRequest, from settings: SessionSettings, client: LoadClient) -> LoadHandle {
+        let load = Load(request: request, settings: settings, handle: LoadHandle(), client: client, started: .now(),
+                        collapsible: false)
+        queue.async { self.startExchange(.unsafe, for: request, from: settings, joining: load) }
+        return load.handle
+    }
+
     /// The decision with what led to it.
     struct Decided: Sendable {
         let decision: ReuseDecision
@@ -131,7 +178,7 @@ final class CacheEngine: Sendable {
         let now = configuration.now()
         let variant = CachingPolicy.matchingVariant(in: record, for: request)
         return Decided(
-            decision: policy.decision(for: request, stored: variant, now: now, offline: isOffline),
+            decision: policy(for: request).decision(for: request, stored: variant, now: now, offline: isOffline),
             keyWasStored: !(record?.variants.isEmpty ?? true),
             now: now
         )

@@ -17,6 +17,10 @@ final class Exchange: Sendable {
         /// The request as it is, whose answer is handed on and never stored (a byte range the
         /// store could not answer after all).
         case forward
+        /// An unsafe request (POST, PUT, PATCH, DELETE …) sent as it is, method and body, for a
+        /// URL with something stored: when the origin accepts it, what is stored for the URL (and
+        /// its `Location` and `Content-Location` on the same origin) is dropped (RFC 9111 §4.4).
+        case unsafe
 
         /// Loads with equal keys may share an exchange: same operation, same URL, same
         /// credentials and the same request headers (so the same variant would be selected).
@@ -28,6 +32,7 @@ final class Exchange: Sendable {
             switch self {
             case .fetch: operation = "fetch"
             case .forward: operation = "forward"
+            case .unsafe: operation = "unsafe"
             case .revalidate(_, let conditions): operation = "revalidate \(conditions.ifNoneMatch ?? "") \(conditions.ifModifiedSince ?? "")"
             }
             return "\(operation)\n\(request.key)\n\(request.mode)\n\(StableHash.hash(headers))"

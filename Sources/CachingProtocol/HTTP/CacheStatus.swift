@@ -12,6 +12,8 @@ struct CacheStatus: Sendable, Equatable {
         case stale
         /// The request asked for a reload (`no-cache`, `.reloadIgnoringLocalCacheData`).
         case request
+        /// The request's method is not cacheable (an unsafe method the cache sent on).
+        case method
     }
 
     /// The cache's name in the header.

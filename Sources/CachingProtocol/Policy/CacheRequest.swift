@@ -117,8 +117,8 @@ package struct CacheRequest: @unchecked Sendable {
 package enum RequestDisposition: Equatable {
     /// Not the cache's business: Foundation loads it untouched (the protocol declines it).
     case passThrough
-    /// An unsafe method: what is stored for its URL is dropped, then Foundation loads the
-    /// request untouched, body and all.
+    /// An unsafe method: what is stored for its URL is dropped once the origin accepted it
+    /// (the protocol sends it when something is stored, Foundation otherwise).
     case invalidate
     /// A GET the cache answers.
     case cacheable
@@ -149,9 +149,7 @@ package enum RequestDisposition: Equatable {
         } else if ["HEAD", "OPTIONS", "TRACE"].contains(where: method.isEqualIgnoringASCIICase) {
             self = .passThrough
         } else {
-            // RFC 9111 §4.4: an unsafe method invalidates the target URI. Foundation sends the
-            // request itself (so upload bodies and streams stay intact); the cache drops what it
-            // holds for the URL before the request leaves, which can only make it more careful.
+            // RFC 9111 §4.4: an unsafe method the origin accepts invalidates the target URI.
             self = .invalidate
         }
     }

@@ -188,7 +188,7 @@ extension CachingPolicy {
         }
 
         let dateHeader = headers["Date"].flatMap(HTTPDate.parse)
-        let explicit = explicitFreshness(directives, headers: headers, date: dateHeader, responseDate: responseDate)
+        let explicit = fixedLifetime ?? explicitFreshness(directives, headers: headers, date: dateHeader, responseDate: responseDate)
         if let allowed = cacheableStatusCodes {
             guard allowed.contains(status) else { return .doNotStore(reason: "status \(status)") }
         } else {
@@ -199,15 +199,18 @@ extension CachingPolicy {
         }
 
         let lifetime: TimeInterval
-        if directives.noCache {
+        if let fixedLifetime {
+            lifetime = fixedLifetime
+        } else if directives.noCache {
             // Most restrictive wins: `no-cache` caps any other freshness at `noCacheReuse`.
             lifetime = explicit.map { min($0, noCacheReuse) } ?? noCacheReuse
         } else {
             lifetime = explicit ?? heuristicFreshness(status: status, isPublic: directives.isPublic, headers: headers,
                                                       date: dateHeader ?? responseDate)
         }
-        let initialAge = Self.correctedInitialAge(headers: headers, date: dateHeader,
-                                                  requestDate: requestDate, responseDate: responseDate)
+        // A fixed lifetime counts from the response's arrival, so its age there is not subtracted.
+        let initialAge = fixedLifetime != nil ? 0 : Self.correctedInitialAge(headers: headers, date: dateHeader,
+                                                                             requestDate: requestDate, responseDate: responseDate)
         let hasValidator = headers.contains("ETag") || headers.contains("Last-Modified")
         // A response that is stale on arrival and cannot be revalidated would only be refetched:
         // storing it wastes space (an older cache stored such responses with expiry 0).

@@ -50,6 +50,9 @@ public struct CachingPolicy: Sendable, Equatable {
     /// without `Cache-Control: public`. Default false. Even when stored, such a response is only
     /// ever served to requests with the same credentials.
     public var storesCredentialedResponses: Bool
+    /// A freshness lifetime that replaces the one the response's headers and the heuristics
+    /// give, set by a ``CachingRule/freshFor(_:host:pathPrefix:)`` rule. Nil for every preset.
+    var fixedLifetime: TimeInterval?
 
     /// How a response with `Last-Modified` and no other freshness information is kept fresh.
     public enum LastModifiedFreshness: Sendable, Equatable {

@@ -15,15 +15,17 @@ public enum RegistrationStatus: Sendable, Equatable {
 }
 
 extension CachingURLProtocol {
-    /// Installs `configuration` and registers the protocol, so `URLSession.shared` (and, on Apple
-    /// platforms, `NSURLConnection`) caches from now on. Call it once, at launch.
+    /// Makes `configuration` the configuration of `URLSession.shared` and registers the
+    /// protocol, so the shared session (and, on Apple platforms, `NSURLConnection`) caches from
+    /// now on. Call it once, at launch. Sessions given a configuration of their own with
+    /// ``inject(into:using:)`` are not affected; those injected without one follow this one.
     ///
     /// On Linux the shared session only consults classes registered *before* it was created;
     /// this method checks with a probe request that only the protocol answers, logs a warning
     /// through ``CachingConfiguration/log`` and returns ``RegistrationStatus/registeredTooLate``
     /// when registration came too late, instead of silently caching nothing. The probe creates
-    /// `URLSession.shared` if nothing had yet. Only one configuration is active per process:
-    /// registering again replaces it.
+    /// `URLSession.shared` if nothing had yet. Registering again replaces the shared session's
+    /// configuration for requests that start afterwards.
     @discardableResult
     public static func register(_ configuration: CachingConfiguration = CachingConfiguration()) -> RegistrationStatus {
         Installation.install(configuration)
@@ -38,18 +40,29 @@ extension CachingURLProtocol {
         return status
     }
 
-    /// Undoes ``register(_:)``: the class is unregistered and the installation removed, so sessions
-    /// the protocol was injected into load everything through Foundation again. Loads already
-    /// running finish normally.
+    /// Undoes ``register(_:)`` and every ``inject(into:using:)``: the class is unregistered and
+    /// every configuration unbound, so all sessions the protocol was injected into load
+    /// everything through Foundation from now on. Loads already running finish normally.
+    /// Invalidate those sessions and make new ones after injecting again: the protocol classes
+    /// they hold are reused by later injections, so a session kept across `unregister()` may
+    /// take up a configuration injected afterwards.
     public static func unregister() {
         URLProtocol.unregisterClass(CachingURLProtocol.self)
         Installation.uninstall()
+        SessionClasses.unbindAll()
     }
 
     /// Puts the protocol first in `sessionConfiguration.protocolClasses` (removing any other
-    /// occurrence), so a session created from it caches. Installs `configuration` when one is
-    /// given, or the default configuration when nothing is installed yet; otherwise the
-    /// installed configuration serves this session too (one configuration per process).
+    /// occurrence), so the sessions created from it cache:
+    ///
+    /// - with `configuration`: with that configuration — its cache, policy and rules, counters
+    ///   and offline switch — independently of every other session and of ``register(_:)``;
+    ///   injecting the same configuration into several session configurations shares it;
+    /// - without: with the configuration ``register(_:)`` installed, whichever it is when a
+    ///   request starts (the default configuration is installed when there is none yet).
+    ///
+    /// The binding is made when this is called: sessions created from `sessionConfiguration`
+    /// *before* it, like sessions made from a copy taken before, never see the protocol.
     ///
     /// The session configuration's `httpAdditionalHeaders` and `timeoutIntervalForRequest` are
     /// applied to the session's requests by the protocol (on Linux Foundation would only add
@@ -57,22 +70,23 @@ extension CachingURLProtocol {
     /// settings (cookie storage, proxies, TLS, connection limits) are those of the cache's own
     /// upstream session.
     public static func inject(into sessionConfiguration: URLSessionConfiguration, using configuration: CachingConfiguration? = nil) {
-        if let configuration {
-            Installation.install(configuration)
-        } else if Installation.current == nil {
+        let engine = configuration.map(Installation.engine(for:))
+        if configuration == nil, Installation.current == nil {
             Installation.install(CachingConfiguration())
         }
-        let protocolClass: AnyClass = SessionClasses.protocolClass(for: SessionSettings(sessionConfiguration))
+        let protocolClass: AnyClass = SessionClasses.protocolClass(for: SessionSettings(sessionConfiguration), engine: engine)
         let others = (sessionConfiguration.protocolClasses ?? []).filter { !($0 is CachingURLProtocol.Type) }
         sessionConfiguration.protocolClasses = [protocolClass] + others
     }
 
-    /// The installed configuration, or nil when the protocol is not installed.
+    /// The configuration ``register(_:)`` installed (or ``inject(into:using:)`` without a
+    /// configuration installed for want of one), or nil.
     public static var configuration: CachingConfiguration? {
         Installation.current?.configuration
     }
 
-    /// Counters since the current configuration was installed (zero when none is).
+    /// Counters of the registered configuration (zero when none is): its
+    /// ``CachingConfiguration/statistics``. A session with a configuration of its own counts there.
     public static var statistics: CacheStatistics {
         Installation.current?.statistics ?? CacheStatistics()
     }
@@ -97,32 +111,45 @@ extension CachingURLProtocol {
         return engine.cachedThenFresh(request)
     }
 
-    /// Offline mode: when true, GETs are answered only from the cache (stale answers included,
-    /// marked in `Cache-Status`); anything not stored fails with `URLError.resourceUnavailable`.
-    /// Default false. Applies to the installed configuration.
+    /// Offline mode of the registered configuration (its ``CachingConfiguration/isOffline``);
+    /// false, and setting it does nothing, when none is registered. Default false.
     public static var isOffline: Bool {
-        get { Installation.current?.isOffline ?? false }
-        set { Installation.current?.isOffline = newValue }
+        get { Installation.current?.configuration.isOffline ?? false }
+        set { Installation.current?.configuration.isOffline = newValue }
     }
 }
 
-/// The process-wide installation: at most one engine is active.
+extension CachingConfiguration {
+    /// ``CachingURLProtocol/cachedThenFresh(for:)`` with this configuration — its cache, policy,
+    /// rules and counters — rather than the registered one. It need not be injected anywhere.
+    public func cachedThenFresh(for request: URLRequest) -> AsyncThrowingStream<CachedThenFreshResponse, Error> {
+        Installation.engine(for: self).cachedThenFresh(request)
+    }
+}
+
+/// The configuration of `URLSession.shared` (and of sessions injected without one of their
+/// own), and the engines of every configuration.
 enum Installation {
     private static let engine = Locked<CacheEngine?>(nil)
 
     static var current: CacheEngine? { engine.withLock { $0 } }
 
     static func install(_ configuration: CachingConfiguration) {
+        let installed = engine(for: configuration)
         let previous = engine.withLock { engine -> CacheEngine? in
-            defer { engine = makeEngine(configuration) }
+            defer { engine = installed }
             return engine
         }
-        previous?.shutdown()
+        // Its upstream sessions are released; if injected sessions still use it, it makes new ones.
+        if let previous, previous !== installed { previous.shutdown() }
     }
 
-    /// An engine whose upstream requests never come back through the caching protocol.
-    static func makeEngine(_ configuration: CachingConfiguration) -> CacheEngine {
-        CacheEngine(configuration: configuration, leavingOut: { $0 is CachingURLProtocol.Type })
+    /// The engine of `configuration`: the one its identity already has, or a new one whose
+    /// upstream requests never come back through the caching protocol.
+    static func engine(for configuration: CachingConfiguration) -> CacheEngine {
+        configuration.identity.engine(for: configuration) { configuration in
+            CacheEngine(configuration: configuration, leavingOut: { $0 is CachingURLProtocol.Type })
+        }
     }
 
     static func uninstall() {

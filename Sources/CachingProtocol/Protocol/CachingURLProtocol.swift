@@ -11,8 +11,9 @@ import FoundationNetworking
 /// a conditional request when it must be, and fetched otherwise. The app's completion handlers,
 /// delegates and `async` calls see ordinary responses with the origin's status and headers.
 ///
-/// What the protocol leaves to Foundation untouched: methods other than GET (an unsafe method
-/// first drops what is stored for its URL), requests the app made conditional or partial
+/// What the protocol leaves to Foundation untouched: methods other than GET — except an unsafe
+/// method for a URL with something stored, which the protocol sends as it is and which drops the
+/// stored response once the origin accepted it (RFC 9111 §4.4) —, requests the app made conditional or partial
 /// itself, `Cache-Control: no-store` requests, event streams (`Accept: text/event-stream`),
 /// schemes other than http and https, and on Apple platforms download, upload, stream and
 /// WebSocket tasks.
@@ -52,7 +53,8 @@ public class CachingURLProtocol: URLProtocol {
             let reason = CachingError(.unsupportedTask, "no Foundation protocol loads \(request.url?.absoluteString ?? "this request"); "
                                       + "use a session without CachingURLProtocol for it")
             return delivery.deliver(.failure(URLError(.unsupportedURL, userInfo: [NSUnderlyingErrorKey: reason,
-                                                                                   NSLocalizedDescriptionKey: reason.description])))
+                                                                                   NSLocalizedDescriptionKey: reason.description])),
+                                    onCallingThread: true)
         }
         let instance = foundationClass.init(task: task, cachedResponse: nil, client: nil)
         foundationLoad.withLock { $0 = FoundationLoad(protocolInstance: instance) }
@@ -62,9 +64,14 @@ public class CachingURLProtocol: URLProtocol {
 
     // MARK: URLProtocol
 
-    /// The settings of the app session this class serves (see `SessionClasses`).
-    class var sessionSettings: SessionSettings {
-        SessionClasses.settings(of: self)
+    /// The settings of the app session this class serves and the engine that caches for it
+    /// (see `SessionClasses`); nil when the class is no longer bound (after `unregister()`) or
+    /// nothing is installed for it.
+    class var binding: (settings: SessionSettings, engine: CacheEngine)? {
+        guard let binding = SessionClasses.binding(of: self), let engine = binding.engine ?? Installation.current else {
+            return nil
+        }
+        return (binding.settings, engine)
     }
 
     /// How this platform's client wants to be called (see `ClientDelivery.Rules`). A class
@@ -75,8 +82,8 @@ public class CachingURLProtocol: URLProtocol {
 
     public override class func canInit(with request: URLRequest) -> Bool {
         if Registration.isProbe(request) { return true }
-        guard let engine = Installation.current else { return false }
-        let request = sessionSettings.apply(to: request)
+        guard let (settings, engine) = binding, !engine.bypasses(request) else { return false }
+        let request = settings.apply(to: request)
         switch RequestDisposition(request) {
         case .cacheable:
             return true
@@ -87,13 +94,12 @@ public class CachingURLProtocol: URLProtocol {
         case .passThrough:
             return false
         case .invalidate:
-            // The one side effect in this predicate, on purpose: the protocol declines unsafe
-            // methods so Foundation sends them untouched (upload bodies, streams and files
-            // intact), which makes this call the only moment the cache sees them. The stored GET
-            // is dropped before the request leaves. If Foundation asks about a task that never
-            // starts, an entry is dropped for nothing: a later miss, never a wrong answer.
-            if let key = CacheKey.make(for: request) { engine.store.removeRecord(forKey: key) }
-            return false
+            // An unsafe method: taken only when something may be stored for its URL, so that the
+            // stored response is dropped once the origin accepted the request (RFC 9111 §4.4,
+            // `startLoading`). Otherwise there is nothing to invalidate, and Foundation sends it
+            // untouched.
+            guard let key = CacheKey.make(for: request) else { return false }
+            return engine.takesUnsafeRequest(forKey: key)
         }
     }
 
@@ -114,13 +120,13 @@ public class CachingURLProtocol: URLProtocol {
 
     public override func startLoading() {
         #if canImport(FoundationNetworking)
-        let delivery = ClientDelivery(owner: self, executor: CallingThreadExecutor(), rules: Self.deliveryRules)
+        let delivery = ClientDelivery(owner: self, executor: TaskQueueExecutor(queue: TaskWorkQueue.of(task)), rules: Self.deliveryRules)
         #else
         let delivery = ClientDelivery(owner: self, executor: ClientThreadExecutor(), rules: Self.deliveryRules)
         #endif
         self.delivery.withLock { $0 = delivery }
         if Registration.isProbe(request) {
-            return delivery.deliver(Registration.probeAnswer(for: request))
+            return delivery.deliver(Registration.probeAnswer(for: request), onCallingThread: true)
         }
         #if canImport(FoundationNetworking)
         if let task = task as? URLSessionDownloadTask {
@@ -130,25 +136,46 @@ public class CachingURLProtocol: URLProtocol {
             return handOverToFoundation(task, delivery: delivery)
         }
         #endif
-        // `canInit` accepted the request, so it is a cacheable GET.
-        let settings = Self.sessionSettings
-        let request = settings.apply(to: self.request)
-        guard let engine = Installation.current, let key = CacheKey.make(for: request) else {
+        // `canInit` accepted the request: a cacheable GET, or an unsafe method for a stored URL.
+        guard let (settings, engine) = Self.binding, case let request = settings.apply(to: self.request),
+              let key = CacheKey.make(for: request) else {
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
             return delivery.deliver(.failure(URLError(.cancelled, userInfo: [NSUnderlyingErrorKey: reason,
-                                                                              NSLocalizedDescriptionKey: reason.description])))
+                                                                              NSLocalizedDescriptionKey: reason.description])),
+                                    onCallingThread: true)
+        }
+        if let method = request.httpMethod, !method.isEqualIgnoringASCIICase("GET") {
+            return sendUnsafe(request, key: key, engine: engine, settings: settings, delivery: delivery)
         }
         // The client is made only when the load goes on past the lookup (an autoclosure): a hit
         // never looks at the app's task.
         switch engine.load(CacheRequest(request, key: key), from: settings, client: makeClient(delivery)) {
         case .answered(let answer):
-            delivery.deliver(answer)
+            delivery.deliver(answer, onCallingThread: true)
         case .pending(let handle):
             loading.withLock { $0 = handle }
             // Stopped while the load started: it leaves its exchange, so an upstream request
             // nobody waits for is cancelled.
             if delivery.isStopped { handle.cancel() }
         }
+    }
+
+    /// Sends an unsafe request through the engine, which drops what is stored for its URL once
+    /// the origin accepted it.
+    private func sendUnsafe(_ request: URLRequest, key: String, engine: CacheEngine, settings: SessionSettings,
+                            delivery: ClientDelivery) {
+        #if canImport(FoundationNetworking)
+        if let task = task as? URLSessionUploadTask {
+            // corelibs keeps an upload task's body in the task, not in the request a protocol is
+            // given: Foundation's own protocol sends it, body and all. Whether the origin accepts
+            // it cannot be seen from here, so the stored response is dropped before it leaves.
+            engine.store.removeRecord(forKey: key)
+            return handOverToFoundation(task, delivery: delivery)
+        }
+        #endif
+        let handle = engine.sendUnsafe(CacheRequest(request, key: key), from: settings, client: makeClient(delivery))
+        loading.withLock { $0 = handle }
+        if delivery.isStopped { handle.cancel() }
     }
 
     public override func stopLoading() {

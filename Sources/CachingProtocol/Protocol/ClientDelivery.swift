@@ -80,8 +80,10 @@ final class ClientDelivery: Sendable {
 
     /// Hands the answer to the client and ends the load: the response (unless streamed
     /// already), the body (in one `didLoad`), the end; or a redirect report; or the error.
-    func deliver(_ answer: Answer) {
-        perform(ending: true) { to in
+    /// `onCallingThread`: the caller is `startLoading` itself, where the client may be called
+    /// at once (a fresh hit takes no hop).
+    func deliver(_ answer: Answer, onCallingThread: Bool = false) {
+        perform(ending: true, onCallingThread: onCallingThread) { to in
             switch answer {
             case .response(let response, let body):
                 if !to.sentHead {
@@ -168,12 +170,13 @@ final class ClientDelivery: Sendable {
     /// stopped afterwards, `sendsHead` marks the response sent. Returns false when it already
     /// knows nothing will be delivered.
     @discardableResult
-    private func perform(ending: Bool, sendsHead: Bool = false, _ calls: @escaping @Sendable (Recipient) -> Void) -> Bool {
+    private func perform(ending: Bool, sendsHead: Bool = false, onCallingThread: Bool = false,
+                         _ calls: @escaping @Sendable (Recipient) -> Void) -> Bool {
         if state.withLock({ $0.isStopped }) { return false }
         #if canImport(FoundationNetworking)
         let asyncTaskDelegate = self.asyncTaskDelegate
         #endif
-        executor.run { [state, rules] in
+        let work: @Sendable () -> Void = { [state, rules] in
             func claim(_ state: inout State) -> Recipient? {
                 guard !state.isStopped, let owner = state.owner, let client = owner.client else { return nil }
                 #if canImport(FoundationNetworking)
@@ -193,6 +196,7 @@ final class ClientDelivery: Sendable {
                 calls(recipient)
             }
         }
+        if onCallingThread { work() } else { executor.run(work) }
         return true
     }
 }
@@ -202,13 +206,29 @@ protocol ClientExecutor: Sendable {
     func run(_ work: @escaping @Sendable () -> Void)
 }
 
-/// Runs a delivery at once, on the thread that asks (Linux, where the delivery lock orders the
-/// client calls against `stopLoading`).
+/// Runs a delivery at once, on the thread that asks.
 struct CallingThreadExecutor: ClientExecutor {
     func run(_ work: @escaping @Sendable () -> Void) {
         work()
     }
 }
+
+#if canImport(FoundationNetworking)
+/// Runs deliveries on the work queue of the app's task (Linux). corelibs' client reads the
+/// session's task registry on every call (`URLSession.behaviour(for:)`), a dictionary the
+/// session changes on that queue whenever a task is added or removed; a call from another thread
+/// races with those changes and can crash the app (seen under 8 concurrent misses). corelibs'
+/// own HTTP protocol calls its client only from that queue, so this does the same; the delivery
+/// lock still orders the calls against `stopLoading`. Without the queue (a corelibs release
+/// that renamed it, see `TaskWorkQueue`) deliveries run on the thread that asks, as before.
+struct TaskQueueExecutor: ClientExecutor {
+    let queue: DispatchQueue?
+
+    func run(_ work: @escaping @Sendable () -> Void) {
+        if let queue { queue.async(execute: work) } else { work() }
+    }
+}
+#endif
 
 #if !canImport(FoundationNetworking)
 /// Runs deliveries on the thread that called `startLoading`, through its run loop, in the mode

@@ -112,6 +112,8 @@ final class DiskStore: StoreTier {
 
     /// How the index was obtained when the store opened.
     enum IndexOrigin: Sendable, Equatable {
+        /// Not known yet: the worker has not loaded the index (see `waitUntilOpen()`).
+        case opening
         /// From the snapshot and journal, without reading entry files.
         case loaded
         /// The snapshot was missing or damaged; it was rebuilt from the entry files' headers.
@@ -196,6 +198,8 @@ final class DiskStore: StoreTier {
         /// Compare the index with the files in `entries/`; when `full`, the index was not loaded
         /// and is rebuilt from the files.
         case reconcile(full: Bool)
+        /// Load the index snapshot and journal, then reconcile: the store's first operation.
+        case open
     }
 
     /// What was removed while a reconcile was pending: files it finds that match are deleted,
@@ -310,9 +314,14 @@ final class DiskStore: StoreTier {
     private let fileWorker: DiskWorker
     /// The serial queue of the worker that does every write, eviction and index update.
     let worker: DispatchQueue
+    /// Entered until the worker has loaded the index (or found none to load).
+    private let indexLoad = DispatchGroup()
 
-    /// Opens (or creates) the cache in `configuration.directory`: reads the index snapshot and
-    /// journal on the calling thread, and queues a reconcile with the directory on the worker.
+    /// Opens (or creates) the cache in `configuration.directory` without reading anything on the
+    /// calling thread but the directory's existence: the worker's first operation loads the
+    /// index snapshot and journal (`Operation.open`), then reconciles the index with the
+    /// directory. Until the index is in, lookups read entry files directly and removals are
+    /// remembered as tombstones, as during any reconcile; `statistics` waits for the index.
     /// `workerTarget`, for tests, is the queue the worker runs on (suspend it to hold the worker
     /// before its first operation).
     init(configuration: Configuration, workerTarget: DispatchQueue? = nil) {
@@ -322,16 +331,19 @@ final class DiskStore: StoreTier {
         var state = State(limits: State.Limits(capacity: max(0, configuration.capacity),
                                                maximumEntryFraction: configuration.maximumEntryFraction),
                           clock: configuration.now)
-        var opening = DiskWorker.Opening()
-        Self.open(paths: paths, state: &state, opening: &opening)
+        let directoryReady = Self.prepareDirectories(paths, state: &state)
+        if directoryReady {
+            state.catalog.indexReady = false
+            state.catalog.pendingReconciles = 1
+            state.health.indexOrigin = .opening
+            _ = state.work.enqueue(.open)
+            indexLoad.enter()
+        }
         let shared = Locked(state)
         self.state = shared
-        fileWorker = DiskWorker(configuration: configuration, paths: paths, state: shared, opening: opening)
-        if opening.directoryReady {
-            // Also when the index loaded: files written after the last journal append before a
-            // crash, or by another process, are adopted (or deleted) so they cannot hold space forever.
-            enqueueReconcile(full: !state.catalog.indexReady)
-        }
+        fileWorker = DiskWorker(configuration: configuration, paths: paths, state: shared, directoryReady: directoryReady,
+                                indexLoaded: { [indexLoad] in indexLoad.leave() })
+        if directoryReady { startWorker() }
     }
 
     convenience init(directory: URL, capacity: Int = 100 * 1024 * 1024) {
@@ -344,40 +356,19 @@ final class DiskStore: StoreTier {
         fileWorker.close()
     }
 
-    /// Loads the index from the snapshot and journal, or leaves it to be rebuilt.
-    private static func open(paths: Paths, state: inout State, opening: inout DiskWorker.Opening) {
+    /// Creates the cache directory and `entries/` when missing; false (and the store starts
+    /// empty, in memory only until a write can create them) when they cannot be.
+    private static func prepareDirectories(_ paths: Paths, state: inout State) -> Bool {
         do {
             try FileIO.createDirectories(paths.root, mode: 0o700)
             try FileIO.createDirectory(paths.entries, mode: 0o700)
-            opening.directoryReady = true
+            return true
         } catch {
             let failure = CachingError(.diskUnavailable, "\(error)")
             state.health.status = .unavailable(failure)
             state.health.lastError = failure
             state.health.indexOrigin = .unavailable
-            return
-        }
-        let snapshot: Data
-        do {
-            snapshot = try FileIO.readFile(paths.index)
-        } catch {
-            state.catalog.indexReady = false
-            state.health.indexOrigin = .rebuilt(reason: "no index snapshot (\(error))")
-            return
-        }
-        let journal = (try? FileIO.readFile(paths.journal)) ?? Data()
-        do {
-            let loaded = try DiskIndex.load(snapshot: snapshot, journal: journal)
-            state.catalog.index = loaded.index
-            state.counters.damagedJournalBytes = loaded.damagedJournalBytes
-            opening.snapshotSize = snapshot.count
-            opening.journalSize = journal.count
-            // A damaged journal is folded into a fresh snapshot by the first reconcile.
-            opening.snapshotNeeded = loaded.damagedJournalBytes > 0
-            state.limits.metadataBytes = snapshot.count + journal.count
-        } catch {
-            state.catalog.indexReady = false
-            state.health.indexOrigin = .rebuilt(reason: "index snapshot unreadable: \(error)")
+            return false
         }
     }
 
@@ -393,10 +384,12 @@ final class DiskStore: StoreTier {
 
     /// Whether a record for `key` is stored or staged; reads no file and counts nothing.
     func containsRecord(forKey key: String) -> Bool {
-        let digest = EntryDigest(key: key)
-        return state.withLock { state in
-            state.staging.records[digest]?.record.key == key || state.catalog.index.contains(digest)
-        }
+        state.withLock { $0.holdsRecord(forKey: key) }
+    }
+
+    /// `containsRecord(forKey:)`, or true while the index is still loading (it may be stored).
+    func mayContainRecord(forKey key: String) -> Bool {
+        state.withLock { !$0.catalog.indexReady || $0.holdsRecord(forKey: key) }
     }
 
     func record(forKey key: String, countingLookup: Bool) -> CacheRecord? {
@@ -585,9 +578,29 @@ final class DiskStore: StoreTier {
         set { state.withLock { $0.limits.maximumEntryFraction = newValue } }
     }
 
+    /// The key and file size of every record on disk, once the writes handed in so far have
+    /// landed: one small read of each entry file's header, on the calling thread (the index
+    /// holds digests, not keys). Files that vanished or do not read are left out.
+    func storedKeys() -> [(key: String, bytes: Int)] {
+        flush()
+        let files = state.withLock { state in state.catalog.index.entries.map { ($0.key, $0.value.fileSize) } }
+        return files.compactMap { digest, bytes in
+            guard case .valid(let header, _) = DiskWorker.readEntryHeader(paths.entry(digest)),
+                  EntryDigest(key: header.key) == digest else { return nil }
+            return (header.key, bytes)
+        }
+    }
+
+    /// Returns once the worker has loaded the index (or found none to load).
+    func waitUntilOpen() {
+        indexLoad.wait()
+    }
+
     /// Settled records and the real size of the directory's files (entries, index, journal).
+    /// What the index says; waits for the index to be loaded when the store just opened.
     var statistics: StoreStatistics {
-        state.withLock { state in
+        waitUntilOpen()
+        return state.withLock { state in
             StoreStatistics(
                 entryCount: state.catalog.index.count,
                 byteCount: state.catalog.index.byteCount + state.limits.metadataBytes,
@@ -608,6 +621,8 @@ final class DiskStore: StoreTier {
         set { state.withLock { $0.clock = newValue } }
     }
 
+    /// What went wrong and how the index was obtained, now (`indexOrigin` is `.opening` until the
+    /// worker has loaded the index); never waits for the worker.
     var diagnostics: Diagnostics {
         state.withLock { state in
             Diagnostics(
@@ -639,14 +654,6 @@ final class DiskStore: StoreTier {
         if state.withLock({ $0.work.enqueue(operation) }) { startWorker() }
     }
 
-    func enqueueReconcile(full: Bool) {
-        let start = state.withLock { state -> Bool in
-            state.catalog.pendingReconciles += 1
-            return state.work.enqueue(.reconcile(full: full))
-        }
-        if start { startWorker() }
-    }
-
     func startWorker() {
         worker.async { self.runWorker() }
     }
@@ -675,6 +682,12 @@ final class DiskStore: StoreTier {
 }
 
 extension DiskStore.State {
+    /// Whether a record for `key` is staged or in the index.
+    func holdsRecord(forKey key: String) -> Bool {
+        let digest = EntryDigest(key: key)
+        return staging.records[digest]?.record.key == key || catalog.index.contains(digest)
+    }
+
     /// Drops `digests` from the staged writes and the index and queues the deletion of their
     /// files. Returns true when the caller must start the worker.
     mutating func forget(_ digests: [EntryDigest]) -> Bool {

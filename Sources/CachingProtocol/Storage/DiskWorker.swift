@@ -34,22 +34,18 @@ final class DiskWorker: @unchecked Sendable {
     /// What the store's readers and the worker share.
     private let state: Locked<DiskStore.State>
 
-    /// What opening the directory found, for the worker that continues from there.
-    struct Opening {
-        var directoryReady = false
-        var snapshotSize = 0
-        var journalSize = 0
-        var snapshotNeeded = false
-    }
+    /// Called once, when `open` has put the loaded index in place (or found none to load).
+    private var indexLoaded: (@Sendable () -> Void)?
 
-    init(configuration: DiskStore.Configuration, paths: Paths, state: Locked<DiskStore.State>, opening: Opening) {
+    /// `directoryReady`: the store created (or found) the directory; `indexLoaded` is called
+    /// once the `open` operation has loaded the index.
+    init(configuration: DiskStore.Configuration, paths: Paths, state: Locked<DiskStore.State>,
+         directoryReady: Bool, indexLoaded: @escaping @Sendable () -> Void) {
         self.configuration = configuration
         self.paths = paths
         self.state = state
-        directoryReady = opening.directoryReady
-        snapshotSize = opening.snapshotSize
-        journalSize = opening.journalSize
-        snapshotNeeded = opening.snapshotNeeded
+        self.directoryReady = directoryReady
+        self.indexLoaded = indexLoaded
     }
 
     /// Journals the access times of hits not journaled yet and closes the journal (the store is
@@ -98,6 +94,7 @@ final class DiskWorker: @unchecked Sendable {
         case .enforceCapacity: break  // `settle` does it after every batch
         case .trim(let bytes): enforceCapacity(limit: bytes)
         case .reconcile(let full): reconcile(full: full)
+        case .open: open()
         }
     }
 
@@ -429,6 +426,60 @@ final class DiskWorker: @unchecked Sendable {
         }
     }
 
+    // MARK: - Opening
+
+    /// Loads the index from the snapshot and journal — without what was removed since the store
+    /// opened (the tombstones) — then reconciles it with the directory, which rebuilds it from
+    /// the entry files' headers when it could not be loaded. Lookups use the loaded index as soon
+    /// as it is in place; until then they read entry files directly.
+    private func open() {
+        var loaded: DiskIndex?
+        var damagedJournalBytes = 0
+        var metadataBytes = 0
+        let origin: DiskStore.IndexOrigin
+        do {
+            let snapshot = try FileIO.readFile(paths.index)
+            let journal = (try? FileIO.readFile(paths.journal)) ?? Data()
+            do {
+                let result = try DiskIndex.load(snapshot: snapshot, journal: journal)
+                loaded = result.index
+                damagedJournalBytes = result.damagedJournalBytes
+                snapshotSize = snapshot.count
+                journalSize = journal.count
+                metadataBytes = snapshot.count + journal.count
+                // A damaged journal is folded into a fresh snapshot by the reconcile below.
+                snapshotNeeded = result.damagedJournalBytes > 0
+                origin = .loaded
+            } catch {
+                origin = .rebuilt(reason: "index snapshot unreadable: \(error)")
+            }
+        } catch {
+            origin = .rebuilt(reason: "no index snapshot (\(error))")
+        }
+        state.withLock { state in
+            state.health.indexOrigin = origin
+            state.counters.damagedJournalBytes = damagedJournalBytes
+            state.limits.metadataBytes = metadataBytes
+            guard var index = loaded else { return }
+            let tombstones = state.catalog.tombstones
+            if tombstones.all {
+                index.removeAll()
+            } else {
+                for element in index.entries
+                where tombstones.covers(element.key, latestResponseDate: element.value.latestResponseDate) {
+                    index.remove(element.key)
+                }
+            }
+            state.catalog.index = index
+            state.catalog.indexReady = true
+        }
+        indexLoaded?()
+        indexLoaded = nil
+        // Also when the index loaded: files written after the last journal append before a
+        // crash, or by another process, are adopted (or deleted) so they cannot hold space forever.
+        reconcile(full: loaded == nil)
+    }
+
     // MARK: - Reconciling the index with the directory
 
     /// Compares the index with the files in `entries/`: entries whose file is gone are dropped;
@@ -473,7 +524,7 @@ final class DiskWorker: @unchecked Sendable {
         var corrupt = 0
         for digest in orphans {
             let path = paths.entry(digest)
-            switch readEntryHeader(path) {
+            switch Self.readEntryHeader(path) {
             case .valid(let header, let status) where EntryDigest(key: header.key) == digest:
                 adopted.append((digest, DiskIndex.Entry(
                     fileSize: status.size,
@@ -542,14 +593,14 @@ final class DiskWorker: @unchecked Sendable {
         }
     }
 
-    private enum HeaderReading {
+    enum HeaderReading {
         case valid(EntryCodec.Header, FileStatus)
         case corrupt
         case gone
     }
 
     /// The header of an entry file, read from its first bytes only.
-    private func readEntryHeader(_ path: String) -> HeaderReading {
+    static func readEntryHeader(_ path: String) -> HeaderReading {
         do {
             var reading = try FileIO.readPrefix(path, length: EntryCodec.headerProbeSize)
             for _ in 0..<2 {

@@ -32,6 +32,9 @@ protocol RecordStore: AnyObject, Sendable {
     func removeVariant(forKey key: String, matching matches: (CacheEntry) -> Bool)
     /// Removes everything stored under `key`.
     func removeRecord(forKey key: String)
+    /// Whether something may be stored under `key`, without reading a file or counting a
+    /// lookup: true when it is, and while the disk index is still loading (it may be).
+    func mayContainRecord(forKey key: String) -> Bool
 }
 
 /// What `RecordStore.lookup(_:)` found on the calling thread.

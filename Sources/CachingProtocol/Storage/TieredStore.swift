@@ -88,6 +88,10 @@ final class TieredStore: RecordStore {
         }
     }
 
+    func mayContainRecord(forKey key: String) -> Bool {
+        memory.record(forKey: key, countingLookup: false) != nil || disk.mayContainRecord(forKey: key)
+    }
+
     func removeRecord(forKey key: String) {
         memory.removeRecord(forKey: key)
         disk.removeRecord(forKey: key)
@@ -155,5 +159,14 @@ final class TieredStore: RecordStore {
     /// Blocks until every disk write handed in so far has settled.
     func waitUntilSettled() {
         disk.flush()
+    }
+
+    /// Every stored key with the bytes it takes: its entry file's size, or for a record only in
+    /// memory its memory cost. Reads each entry file's header (see `DiskStore.storedKeys()`).
+    func storedKeys() -> [String: Int] {
+        var sizes: [String: Int] = [:]
+        for record in memory.allRecords() { sizes[record.key] = record.cost }
+        for (key, bytes) in disk.storedKeys() { sizes[key] = bytes }
+        return sizes
     }
 }

@@ -125,7 +125,7 @@ final class BeyondMKNetworkKitTests: CachingTestCase {
     func testOfflineModeAnswersOnlyFromTheCache() async throws {
         origin.handle("/kept") { _ in .text("kept", headers: [HTTPField("Cache-Control", "max-age=60")]) }
         _ = try await get("/kept")
-        CachingURLProtocol.isOffline = true
+        configuration.isOffline = true
         clock.advance(by: 30 * day)
         let (data, response) = try await get("/kept")
         XCTAssertEqual(String(decoding: data, as: UTF8.self), "kept")
@@ -137,7 +137,7 @@ final class BeyondMKNetworkKitTests: CachingTestCase {
             XCTAssertEqual(error.code, .resourceUnavailable)
         }
         XCTAssertEqual(origin.requests.count, 1, "offline mode never touches the network")
-        CachingURLProtocol.isOffline = false
+        configuration.isOffline = false
     }
 
     func testOnlyIfCachedGetsA504WhenNothingIsStored() async throws {
@@ -161,7 +161,7 @@ final class BeyondMKNetworkKitTests: CachingTestCase {
         XCTAssertTrue(status(response)?.contains("detail=stale-while-revalidate") ?? false, status(response) ?? "")
         XCTAssertEqual(events.last?.outcome, .staleHit)
 
-        let engine = try XCTUnwrap(Installation.current)
+        let engine = try XCTUnwrap(configuration.identity.engine)
         XCTAssertEqual(engine.backgroundWork.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(originMethods("/swr"), ["GET", "HEAD", "GET"], "the background revalidation found the change")
         let (refreshed, _) = try await get("/swr")
@@ -191,7 +191,7 @@ final class BeyondMKNetworkKitTests: CachingTestCase {
         XCTAssertEqual(bodies.count, 8)
         XCTAssertTrue(bodies.allSatisfy { $0 == body }, "every caller got its own complete body")
         XCTAssertEqual(originMethods("/popular"), ["GET"], "eight concurrent callers, one origin request")
-        XCTAssertEqual(CachingURLProtocol.statistics.collapsed, 7)
+        XCTAssertEqual(configuration.statistics.collapsed, 7)
     }
 
     func testConcurrentRevalidationsShareOneHead() async throws {
@@ -282,7 +282,7 @@ final class BeyondMKNetworkKitTests: CachingTestCase {
         XCTAssertEqual(recorded.map(\.deliveredBytes), [big.count, big.count, big.count])
         XCTAssertTrue(recorded.allSatisfy { $0.duration >= 0 && $0.duration < 10 })
 
-        let statistics = CachingURLProtocol.statistics
+        let statistics = configuration.statistics
         XCTAssertEqual(statistics.fetched, 1)
         XCTAssertEqual(statistics.hits, 1)
         XCTAssertEqual(statistics.revalidatedNotModified, 1)

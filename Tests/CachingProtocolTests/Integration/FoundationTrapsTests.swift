@@ -18,6 +18,51 @@ final class FoundationTrapsTests: CachingTestCase {
         }
     }
 
+    /// corelibs' client reads the session's task registry on every call; the session changes it
+    /// on the task's work queue as tasks come and go. Client calls made from the engine's
+    /// threads raced with it and crashed the process now and then under concurrent misses
+    /// (`URLSession.behaviour(for:)`, a null dereference): deliveries go to that queue now.
+    func testConcurrentMissesCallTheClientOnTheTasksWorkQueue() throws {
+        // Given the work queue of an app task, marked so a client call can tell it runs there
+        let small = Data.pattern(1_000, seed: 9)
+        origin.handle("/many") { _ in OriginResponse(headers: [HTTPField("Cache-Control", "max-age=600")], body: small) }
+        let task = session.dataTask(with: origin.url("/many?item=0"))
+        let queue = try XCTUnwrap(TaskWorkQueue.of(task), "corelibs' URLSessionTask.workQueue was not found")
+        XCTAssertEqual(queue.label, "org.swift.URLSessionTask.WorkQueue")
+        let marker = DispatchSpecificKey<Bool>()
+        queue.setSpecific(key: marker, value: true)
+        // When a miss is loaded for it, answered from the engine's threads
+        let client = RecordingClient(queueMarker: marker)
+        let loading = CachingURLProtocol(task: task, cachedResponse: nil, client: client)
+        loading.startLoading()
+        wait(for: [client.ended], timeout: 10)
+        // Then every client call ran on that queue
+        XCTAssertEqual(client.calls, ["response 200 on the marked queue", "data 1000 on the marked queue", "finish on the marked queue"])
+
+        // And many concurrent misses through a session all arrive whole (before, one run in a
+        // few crashed)
+        let wrong = Locked(0)
+        let group = DispatchGroup()
+        let issued = Locked(0)
+        let session: URLSession = self.session
+        let origin: LoopbackOrigin = self.origin
+        @Sendable func next() {
+            let number = issued.withLock { $0 += 1; return $0 }
+            guard number <= 600 else { return group.leave() }
+            session.dataTask(with: origin.url("/many?item=\(number)")) { data, _, _ in
+                if data != small { wrong.withLock { $0 += 1 } }
+                next()
+            }.resume()
+        }
+        for _ in 0..<8 {
+            group.enter()
+            next()
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 60), .success)
+        XCTAssertEqual(wrong.withLock { $0 }, 0)
+        XCTAssertEqual(origin.requests(to: "/many").count, 601, "every one a miss")
+    }
+
     /// Note 10: only the last `didLoad` reaches completion handlers and `async` callers, so the
     /// body must be handed over in one piece, whatever the number of upstream chunks.
     func testManyChunkBodyReachesEveryKindOfCallerWhole() async throws {

@@ -11,11 +11,11 @@ import XCTest
 /// a request taken by a URLProtocol never reaches).
 final class SessionSettingsTests: CachingTestCase {
     private func session(headers: [String: String], timeout: TimeInterval = 60) -> URLSession {
-        let configuration = URLSessionConfiguration.default
-        configuration.httpAdditionalHeaders = headers
-        configuration.timeoutIntervalForRequest = timeout
-        CachingURLProtocol.inject(into: configuration)
-        return URLSession(configuration: configuration)
+        let sessionConfiguration = URLSessionConfiguration.default
+        sessionConfiguration.httpAdditionalHeaders = headers
+        sessionConfiguration.timeoutIntervalForRequest = timeout
+        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration)
+        return URLSession(configuration: sessionConfiguration)
     }
 
     func testAdditionalHeadersReachTheOriginAndCountAsCredentials() async throws {

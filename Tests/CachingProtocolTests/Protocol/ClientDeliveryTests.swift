@@ -107,10 +107,7 @@ final class ClientDeliveryTests: XCTestCase {
     func testLinuxRulesGiveChallengesDefaultHandling() {
         let (delivery, client, owner) = make(Self.linux, executor: CallingThreadExecutor())
         let answers = Locked<[URLSession.AuthChallengeDisposition]>([])
-        let challenge = URLAuthenticationChallenge(
-            protectionSpace: URLProtectionSpace(host: "example.com", port: 443, protocol: "https", realm: nil,
-                                                authenticationMethod: NSURLAuthenticationMethodHTTPDigest),
-            proposedCredential: nil, previousFailureCount: 0, failureResponse: nil, error: nil, sender: RecordingClient.NoSender())
+        let challenge = Self.digestChallenge()
         delivery.forward(challenge) { disposition, _ in answers.withLock { $0.append(disposition) } }
         XCTAssertEqual(answers.withLock { $0 }, [.performDefaultHandling])
         XCTAssertEqual(client.calls, [])
@@ -121,13 +118,18 @@ final class ClientDeliveryTests: XCTestCase {
         let (delivery, _, owner) = make(Self.apple, executor: QueuedExecutor())
         delivery.stop()
         let answers = Locked<[URLSession.AuthChallengeDisposition]>([])
-        let challenge = URLAuthenticationChallenge(
-            protectionSpace: URLProtectionSpace(host: "example.com", port: 443, protocol: "https", realm: nil,
-                                                authenticationMethod: NSURLAuthenticationMethodHTTPDigest),
-            proposedCredential: nil, previousFailureCount: 0, failureResponse: nil, error: nil, sender: RecordingClient.NoSender())
+        let challenge = Self.digestChallenge()
         delivery.forward(challenge) { disposition, _ in answers.withLock { $0.append(disposition) } }
         XCTAssertEqual(answers.withLock { $0 }, [.cancelAuthenticationChallenge])
         withExtendedLifetime(owner) {}
+    }
+
+    /// A Digest challenge for example.com, with a sender that ignores answers.
+    private static func digestChallenge() -> URLAuthenticationChallenge {
+        URLAuthenticationChallenge(
+            protectionSpace: URLProtectionSpace(host: "example.com", port: 443, protocol: "https", realm: nil,
+                                                authenticationMethod: NSURLAuthenticationMethodHTTPDigest),
+            proposedCredential: nil, previousFailureCount: 0, failureResponse: nil, error: nil, sender: RecordingClient.NoSender())
     }
 
     func testThePlatformRulesAreTheOnesDocumented() {
@@ -161,13 +163,26 @@ final class QueuedExecutor: ClientExecutor, Sendable {
 /// A `URLProtocolClient` that records the calls it gets.
 final class RecordingClient: NSObject, URLProtocolClient, Sendable {
     private let recorded = Locked<(calls: [String], challenges: [URLAuthenticationChallenge])>(([], []))
+    /// When set, each call is recorded with where it ran: "on the marked queue" (a queue whose
+    /// specific for this key is true) or "elsewhere".
+    private let queueMarker: DispatchSpecificKey<Bool>?
     /// Fulfilled when the load ends (finished or failed).
     let ended = XCTestExpectation(description: "the load ended")
+
+    init(queueMarker: DispatchSpecificKey<Bool>? = nil) {
+        self.queueMarker = queueMarker
+    }
 
     var calls: [String] { recorded.withLock { $0.calls } }
     var challenges: [URLAuthenticationChallenge] { recorded.withLock { $0.challenges } }
 
-    private func record(_ call: String) { recorded.withLock { $0.calls.append(call) } }
+    private func record(_ call: String) {
+        var entry = call
+        if let queueMarker {
+            entry += DispatchQueue.getSpecific(key: queueMarker) == true ? " on the marked queue" : " elsewhere"
+        }
+        recorded.withLock { $0.calls.append(entry) }
+    }
 
     func urlProtocol(_ protocol: URLProtocol, wasRedirectedTo request: URLRequest, redirectResponse: URLResponse) {
         record("redirect \((redirectResponse as? HTTPURLResponse)?.statusCode ?? 0) to \(request.url?.absoluteString ?? "-")")

@@ -200,10 +200,10 @@ final class SecurityTests: CachingTestCase {
                                              .domain: "127.0.0.1", .path: "/"])!
         HTTPCookieStorage.shared.setCookie(shared)
         defer { HTTPCookieStorage.shared.deleteCookie(shared) }
-        let configuration = URLSessionConfiguration.ephemeral
-        CachingURLProtocol.inject(into: configuration)
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration)
         let own = HTTPCookie(properties: [.name: "own", .value: "ephemeral", .domain: "127.0.0.1", .path: "/"])!
-        let appSession = URLSession(configuration: configuration)
+        let appSession = URLSession(configuration: sessionConfiguration)
         defer { appSession.invalidateAndCancel() }
         servePerCredential("/me", headers: [HTTPField("Cache-Control", "max-age=600")])
         servePerCredential("/you", headers: [HTTPField("Cache-Control", "max-age=600")])
@@ -214,7 +214,7 @@ final class SecurityTests: CachingTestCase {
         // When it asks with an empty jar, then with a cookie in its own jar
         let anonymous = try await text("/me")
         let anonymousAgain = try await text("/me")
-        configuration.httpCookieStorage?.setCookie(own)
+        sessionConfiguration.httpCookieStorage?.setCookie(own)
         let withOwnCookie = try await text("/you")
         let withOwnCookieAgain = try await text("/you")
         // Then the shared jar's cookie never left, and the session's own cookie did, as a credential

@@ -54,6 +54,7 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         // When a second instance opens the same directory
         let reopened = makeStore()
         // Then it loaded the index without reading entry files, and finds every record whole
+        reopened.waitUntilOpen()
         XCTAssertEqual(reopened.diagnostics.indexOrigin, .loaded)
         XCTAssertEqual(reopened.statistics.entryCount, 3)
         reopened.flush()
@@ -416,6 +417,7 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
             // When the cache opens
             let store = makeStore()
             // Then it reports a rebuild, and once the worker is done every record is back
+            store.waitUntilOpen()
             guard case .rebuilt = store.diagnostics.indexOrigin else {
                 XCTFail("\(damage): expected a rebuild, got \(store.diagnostics.indexOrigin)")
                 continue
@@ -425,12 +427,25 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
             for record in records { XCTAssertEqual(store.record(forKey: record.key), record, damage) }
             assertDirectoryMatchesStatistics(store)
             // And the rebuilt index was saved, so the next open loads it
-            XCTAssertEqual(makeStore().diagnostics.indexOrigin, .loaded, damage)
+            let next = makeStore()
+            next.waitUntilOpen()
+            XCTAssertEqual(next.diagnostics.indexOrigin, .loaded, damage)
         }
     }
 
     func testRemovalsMadeBeforeTheIndexIsRebuiltStick() throws {
-        // Given a cache whose index snapshot is damaged, so opening it rebuilds from the files
+        try assertRemovalsBeforeOpeningStick(damagingTheIndex: true)
+    }
+
+    /// The index loads on the worker, not in `init`: a store opened with its worker held already
+    /// answers lookups (from the files) and takes removals, which the loaded index respects.
+    func testRemovalsMadeBeforeTheIndexIsLoadedStick() throws {
+        try assertRemovalsBeforeOpeningStick(damagingTheIndex: false)
+    }
+
+    private func assertRemovalsBeforeOpeningStick(damagingTheIndex: Bool) throws {
+        // Given a cache of six records, whose index snapshot is damaged (so opening rebuilds it
+        // from the files) or intact (so opening loads it)
         let base = Date(timeIntervalSinceReferenceDate: 600_000_000)
         let records = (0..<6).map { Fixtures.record(key: "k\($0)", responseDate: base.addingTimeInterval(Double($0) * 60)) }
         do {
@@ -438,12 +453,15 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
             records.forEach(store.store)
             store.flush()
         }
-        let indexURL = cacheDirectory().appendingPathComponent("index")
-        try Data(repeating: 0, count: 64).write(to: indexURL)
-        // When, before the rebuild runs, one record is removed and those from minute 4 on too
+        if damagingTheIndex {
+            try Data(repeating: 0, count: 64).write(to: cacheDirectory().appendingPathComponent("index"))
+        }
+        // When it opens with its worker held, and before the index is in one record is removed
+        // and those from minute 4 on too
         let gate = DispatchQueue(label: "gate")
         gate.suspend()
         let store = track(DiskStore(configuration: .init(directory: cacheDirectory(), now: clock.closure), workerTarget: gate))
+        XCTAssertEqual(store.diagnostics.indexOrigin, .opening)
         store.removeRecord(forKey: "k1")
         store.removeRecords(storedSince: base.addingTimeInterval(240))
         // Then lookups made meanwhile (which read files directly) already miss them
@@ -452,11 +470,17 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         XCTAssertEqual(store.record(forKey: "k0"), records[0])
         gate.resume()
         store.flush()
-        // And the rebuild does not bring them back, now or after a restart
+        // And the opened index does not bring them back, now or after a restart
+        if damagingTheIndex {
+            guard case .rebuilt = store.diagnostics.indexOrigin else { return XCTFail("\(store.diagnostics.indexOrigin)") }
+        } else {
+            XCTAssertEqual(store.diagnostics.indexOrigin, .loaded)
+        }
         let expected: Set = ["k0", "k2", "k3"]
         for record in records {
             XCTAssertEqual(store.record(forKey: record.key) != nil, expected.contains(record.key), record.key)
         }
+        XCTAssertEqual(store.statistics.entryCount, 3)
         XCTAssertEqual(entryFiles(in: cacheDirectory()).count, 3)
         let reopened = makeStore()
         reopened.flush()
@@ -582,6 +606,7 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         XCTAssertEqual(store.status, .available)
         assertDirectoryMatchesStatistics(store)
         let reopened = makeStore()
+        reopened.waitUntilOpen()
         XCTAssertEqual(reopened.diagnostics.indexOrigin, .loaded)
         XCTAssertEqual(reopened.record(forKey: "after"), Fixtures.record(key: "after"))
         XCTAssertNil(reopened.record(forKey: "before"))

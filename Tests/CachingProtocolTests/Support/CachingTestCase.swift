@@ -15,6 +15,8 @@ class CachingTestCase: XCTestCase {
     var directory: URL!
     var cache: CachingURLCache!
     var session: URLSession!
+    /// The configuration `session` caches with (set by `installSession`).
+    var configuration: CachingConfiguration!
     private let recordedEvents = Locked<[CacheEvent]>([])
 
     /// Override to change the installed configuration before the session is made.
@@ -54,9 +56,13 @@ class CachingTestCase: XCTestCase {
         }
     }
 
-    /// Installs `configuration` and replaces `session` with a new one that uses it.
+    /// Injects `configuration` and replaces `session` with a new one that uses it.
     func installSession(_ configuration: CachingConfiguration) {
         session?.invalidateAndCancel()
+        self.configuration = configuration
+        // Also what `register` would install: tests that drive `CachingURLProtocol` (or a
+        // subclass) directly, or `cachedThenFresh`, use the same configuration as `session`.
+        Installation.install(configuration)
         let sessionConfiguration = URLSessionConfiguration.default
         sessionConfiguration.timeoutIntervalForRequest = 10
         CachingURLProtocol.inject(into: sessionConfiguration, using: configuration)
@@ -111,9 +117,9 @@ class CachingTestCase: XCTestCase {
     /// the delegate receives.
     func loadWithDelegate(_ request: URLRequest) throws -> (Data, HTTPURLResponse, chunks: Int) {
         let collector = DelegateCollector()
-        let configuration = URLSessionConfiguration.default
-        CachingURLProtocol.inject(into: configuration)
-        let delegateSession = URLSession(configuration: configuration, delegate: collector, delegateQueue: nil)
+        let sessionConfiguration = URLSessionConfiguration.default
+        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration)
+        let delegateSession = URLSession(configuration: sessionConfiguration, delegate: collector, delegateQueue: nil)
         defer { delegateSession.finishTasksAndInvalidate() }
         delegateSession.dataTask(with: request).resume()
         wait(for: [collector.done], timeout: 10)

@@ -71,7 +71,7 @@ struct TransparencyPair {
             }
             var observation = Observation(result: result, delegateCalls: delegate.calls, originTraffic: traffic)
             if withLayer {
-                let counted = CachingURLProtocol.statistics
+                let counted = caching.statistics
                 observation.layerAnswers = counted.hits + counted.staleHits + counted.revalidatedNotModified
                     + counted.revalidatedChanged + counted.fetched + counted.staleAfterError + counted.notInCache + counted.failed
             }

@@ -1,0 +1,280 @@
+import CachingProtocol
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+
+/// 3: what the layer costs where it cannot help — misses, huge bodies, revalidations and
+/// requests it passes by — each against the same request on a session without the layer,
+/// measured in the same run, interleaved (direct, layered, direct, …).
+extension BenchmarkSuite {
+    func layerCosts() throws {
+        try hitVersusMiss()
+
+        let origin = try LoopbackOrigin()
+        defer { origin.stop() }
+        let small = Data(repeating: 0x41, count: 1_600)
+        let large = Data((0..<(10 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        origin.handle("/small") { _ in Self.cacheableResponse(small) }
+        origin.handle("/large") { _ in Self.cacheableResponse(large) }
+
+        let cache = CachingURLCache(memoryCapacity: 64 << 20, diskCapacity: 1 << 30, directory: directory("costs"))
+        let layered = cachingSession(cache)
+        let direct = Self.directSession()
+        let forwarding = ForwardingFloorURLProtocol.session()
+        defer {
+            layered.invalidateAndCancel()
+            direct.invalidateAndCancel()
+            forwarding.invalidateAndCancel()
+        }
+        let smallIterations = max(2, scale.latencyIterations / 4)
+
+        // Misses: a new URL on every request, so the layer fetches, stores and delivers each.
+        func misses(_ origin: String, small smallURL: @escaping (String) -> URL, large largeURL: @escaping (String) -> URL) throws {
+            for (size, url, body, iterations, target) in [("1.6 KB", smallURL, small, smallIterations, 1.10),
+                                                          ("10 MB", largeURL, large, scale.largeIterations, 1.15)] {
+                try compare("miss \(size), \(origin)", iterations: iterations, target: target, cache: cache,
+                            direct: { try self.fetch(direct, url("direct=\($0)"), expecting: body) },
+                            floor: { try self.fetch(forwarding, url("floor=\($0)"), expecting: body) },
+                            layered: { try self.fetch(layered, url("layered=\($0)"), expecting: body) })
+            }
+        }
+        try misses("in-process origin", small: { origin.url("/small?\($0)") }, large: { origin.url("/large?\($0)") })
+        if NginxServer.isInstalled, let nginx = try? NginxServer() {
+            defer { nginx.stop() }
+            try nginx.write(small, to: "small.json")
+            try nginx.write(large, to: "large.bin")
+            try misses("nginx", small: { nginx.url("/small.json?\($0)") }, large: { nginx.url("/large.bin?\($0)") })
+            try hugeBody()
+        } else {
+            progress("nginx is not available: skipping its misses and the huge body")
+        }
+
+        try revalidations(origin: origin, cache: cache, direct: direct, layered: layered)
+        try passThrough(origin: origin, cache: cache, direct: direct, layered: layered)
+    }
+
+    // MARK: The pieces
+
+    /// A session without the layer, configured like `cachingSession`'s.
+    static func directSession() -> URLSession {
+        let configuration = URLSessionConfiguration.default
+        configuration.urlCache = nil
+        return URLSession(configuration: configuration)
+    }
+
+    /// One GET that must answer `expected` byte for byte.
+    private func fetch(_ session: URLSession, _ url: URL, expecting expected: Data) throws {
+        guard roundTrip(session, url) == expected else { throw BenchmarkError("\(url) answered something else") }
+    }
+
+    /// One request, waited for; returns its status (0 when it failed).
+    @discardableResult
+    private func send(_ session: URLSession, _ request: URLRequest) -> Int {
+        let done = DispatchSemaphore(value: 0)
+        let status = Locked(0)
+        session.dataTask(with: request) { _, response, _ in
+            status.withLock { $0 = (response as? HTTPURLResponse)?.statusCode ?? 0 }
+            done.signal()
+        }.resume()
+        done.wait()
+        return status.withLock { $0 }
+    }
+
+    /// Times `direct`, `floor` (when given: the same request through `ForwardingFloorURLProtocol`)
+    /// and `layered` alternately `iterations` times each and records the layered median over the
+    /// direct one, with the floor's in the note. The cache settles (stores reach the disk) after
+    /// each layered request, untimed, so its background work does not land on the next request.
+    private func compare(_ name: String, iterations: Int, target: Double?, cache: CachingURLCache, note: String? = nil,
+                         direct: (Int) throws -> Void, floor: ((Int) throws -> Void)? = nil,
+                         layered: (Int) throws -> Void) throws {
+        progress(name)
+        var directSamples = Samples(capacity: iterations)
+        var floorSamples = Samples(capacity: iterations)
+        var layeredSamples = Samples(capacity: iterations)
+        for number in 0..<iterations {
+            try directSamples.time { try direct(number) }
+            if let floor { try floorSamples.time { try floor(number) } }
+            try layeredSamples.time { try layered(number) }
+            cache.waitUntilSettled()
+        }
+        let ratio = layeredSamples.medianMicroseconds / directSamples.medianMicroseconds
+        var notes = [String(format: "direct %.0f µs", directSamples.medianMicroseconds)]
+        if floor != nil {
+            notes.append(String(format: "forwarding floor %.0f µs = %.2f × direct; the layer = %.2f × that floor",
+                                floorSamples.medianMicroseconds, floorSamples.medianMicroseconds / directSamples.medianMicroseconds,
+                                layeredSamples.medianMicroseconds / floorSamples.medianMicroseconds))
+        }
+        if let note { notes.append(note) }
+        record(BenchmarkResult(name: name, samples: layeredSamples, ratio: ratio,
+                               target: target.map { String(format: "≤ %.2f × direct", $0) },
+                               met: target.map { ratio <= $0 }, note: notes.joined(separator: "; ")))
+    }
+
+    /// One GET of `scale.hugeBytes` from nginx per side, each in a fresh child process (this
+    /// program, `bench --huge-side SIDE`), twice per side alternating: time, and the growth of
+    /// resident memory from before the request to its peak. In this process the heap keeps what
+    /// an earlier side freed, which hides the later side's growth; a child starts clean. The body
+    /// is larger than the largest storable entry, so the layer delivers it without storing it.
+    private func hugeBody() throws {
+        let size = scale.hugeBytes
+        progress("GET \(size >> 20) MB, each side in a child process")
+        var samples: [String: [HugeSample]] = [:]
+        for round in 0..<2 {
+            for side in round == 0 ? ["direct", "layered"] : ["layered", "direct"] {
+                samples[side, default: []].append(try Self.runHugeChild(side: side, bytes: size))
+            }
+        }
+        func best(_ side: String) -> HugeSample {
+            let runs = samples[side] ?? []
+            return HugeSample(microseconds: runs.map(\.microseconds).min() ?? .nan,
+                              peakGrowth: runs.map(\.peakGrowth).min() ?? 0, stored: runs.contains { $0.stored })
+        }
+        let direct = best("direct"), layered = best("layered")
+        let ratio = layered.microseconds / direct.microseconds
+        let extraMegabytes = Double(layered.peakGrowth - direct.peakGrowth) / 1_048_576
+        record(BenchmarkResult(
+            name: "GET \(size >> 20) MB once, nginx", medianMicroseconds: layered.microseconds, p99Microseconds: .nan,
+            ratio: ratio, target: "≤ 1.10 × direct, peak RSS ≤ direct + 16 MB", met: ratio <= 1.10 && extraMegabytes <= 16,
+            note: String(format: "direct %.0f ms; peak RSS growth %.0f MB direct, %.0f MB layered (%+.0f MB); best of 2 fresh processes each; stored: %@",
+                         direct.microseconds / 1e3, Double(direct.peakGrowth) / 1_048_576, Double(layered.peakGrowth) / 1_048_576,
+                         extraMegabytes, layered.stored ? "yes" : "no")))
+    }
+
+    /// What one child measured.
+    struct HugeSample {
+        var microseconds: Double
+        var peakGrowth: Int
+        var stored: Bool
+    }
+
+    /// Runs `bench --huge-side SIDE --bytes N` in a child process and reads its one line.
+    private static func runHugeChild(side: String, bytes: Int) throws -> HugeSample {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        child.arguments = ["bench", "--huge-side", side, "--bytes", String(bytes)]
+        let output = Pipe()
+        child.standardOutput = output
+        try child.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        child.waitUntilExit()
+        let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        guard child.terminationStatus == 0, fields.count == 3, let microseconds = Double(fields[0]),
+              let growth = Int(fields[1]) else {
+            throw BenchmarkError("the \(side) child failed (status \(child.terminationStatus)): \(String(decoding: data, as: UTF8.self))")
+        }
+        return HugeSample(microseconds: microseconds, peakGrowth: growth, stored: fields[2] == "stored")
+    }
+
+    /// The child's side of `hugeBody`: nginx serves `bytes`, one GET through a session without
+    /// the layer (`direct`) or with it (`layered`); prints microseconds, peak growth in bytes and
+    /// whether the layer stored the body.
+    static func measureHugeGet(side: String, bytes: Int) throws -> String {
+        guard NginxServer.isInstalled else { throw BenchmarkError("nginx is not installed") }
+        let nginx = try NginxServer()
+        defer { nginx.stop() }
+        let body = Data((0..<bytes).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        try nginx.write(body, to: "huge.bin")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("CachingProtocol-huge-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let cache = CachingURLCache(memoryCapacity: 64 << 20, diskCapacity: 1 << 30, directory: root)
+        let session: URLSession
+        if side == "layered" {
+            let configuration = URLSessionConfiguration.default
+            configuration.urlCache = nil
+            CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache))
+            session = URLSession(configuration: configuration)
+        } else {
+            session = directSession()
+        }
+        defer { session.invalidateAndCancel() }
+        let url = nginx.url("/huge.bin")
+        let baseline = ResidentMemory.currentBytes ?? 0
+        ResidentMemory.resetPeak()
+        let start = DispatchTime.now().uptimeNanoseconds
+        let received = roundTrip(session, url)
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e3
+        let growth = max(0, (ResidentMemory.peakBytes ?? 0) - baseline)
+        guard received == body else { throw BenchmarkError("the \(bytes >> 20) MB body arrived changed") }
+        cache.waitUntilSettled()
+        let stored = cache.cachedResponse(for: URLRequest(url: url)) != nil
+        return String(format: "%.0f %d %@", elapsed, growth, stored ? "stored" : "not-stored")
+    }
+
+    /// A revalidation answered 304 against a direct conditional GET; a changed resource (HEAD,
+    /// then GET) against one direct GET.
+    private func revalidations(origin: LoopbackOrigin, cache: CachingURLCache, direct: URLSession, layered: URLSession) throws {
+        let body = Data(repeating: 0x45, count: 1_600)
+        origin.handle("/validated") { request in
+            if request.header("If-None-Match") == "\"v1\"" {
+                return OriginResponse(status: 304, headers: [HTTPField("ETag", "\"v1\"")], body: Data())
+            }
+            return OriginResponse(headers: [HTTPField("ETag", "\"v1\""), HTTPField("Cache-Control", "max-age=0")], body: body)
+        }
+        let version = Locked(0)
+        origin.handle("/changing") { _ in
+            let current = version.withLock { $0 += 1; return $0 }
+            return OriginResponse(headers: [HTTPField("ETag", "\"v\(current)\""), HTTPField("Cache-Control", "max-age=0")], body: body)
+        }
+        try fetch(layered, origin.url("/validated"), expecting: body)
+        try fetch(layered, origin.url("/changing"), expecting: body)
+        cache.waitUntilSettled()
+        var conditional = URLRequest(url: origin.url("/validated"))
+        conditional.setValue("\"v1\"", forHTTPHeaderField: "If-None-Match")
+        let iterations = max(2, scale.latencyIterations / 4)
+        try compare("revalidated, 304 (HEAD)", iterations: iterations, target: 1.10, cache: cache,
+                    note: "against a direct conditional GET answered 304",
+                    direct: { _ in guard send(direct, conditional) == 304 else { throw BenchmarkError("no 304") } },
+                    layered: { _ in try fetch(layered, origin.url("/validated"), expecting: body) })
+        try compare("revalidated, changed (HEAD, then GET)", iterations: iterations, target: nil, cache: cache,
+                    note: "against one direct GET",
+                    direct: { _ in try fetch(direct, origin.url("/changing"), expecting: body) },
+                    layered: { _ in try fetch(layered, origin.url("/changing"), expecting: body) })
+    }
+
+    /// Requests the layer passes by or forwards as they are: POST, PUT, a byte range it cannot
+    /// answer, a response marked no-store.
+    private func passThrough(origin: LoopbackOrigin, cache: CachingURLCache, direct: URLSession, layered: URLSession) throws {
+        let body = Data(repeating: 0x46, count: 1_600)
+        origin.handle("/submit") { _ in OriginResponse(status: 200, headers: [], body: Data("ok".utf8)) }
+        origin.handle("/private") { _ in
+            OriginResponse(headers: [HTTPField("Cache-Control", "no-store")], body: body)
+        }
+        origin.handle("/ranged") { request in
+            guard request.header("Range") == "bytes=0-99" else { return Self.cacheableResponse(body) }
+            return OriginResponse(status: 206, headers: [HTTPField("Content-Range", "bytes 0-99/\(body.count)")], body: body.prefix(100))
+        }
+        let iterations = max(2, scale.latencyIterations / 4)
+        for method in ["POST", "PUT"] {
+            var request = URLRequest(url: origin.url("/submit"))
+            request.httpMethod = method
+            request.httpBody = Data("x".utf8)
+            try compare("pass-through \(method) 1 byte", iterations: iterations, target: 1.02, cache: cache,
+                        direct: { _ in guard send(direct, request) == 200 else { throw BenchmarkError("\(method) failed") } },
+                        layered: { _ in guard send(layered, request) == 200 else { throw BenchmarkError("\(method) failed") } })
+        }
+        // A POST for a URL with something stored goes through the layer (RFC 9111 §4.4: it drops
+        // the stored response once the origin accepted it); answered 409 here, so the URL stays
+        // stored and every POST takes that path.
+        origin.handle("/stored-target") { request in
+            request.method == "GET" ? Self.cacheableResponse(body) : OriginResponse(status: 409, body: Data("no".utf8))
+        }
+        try fetch(layered, origin.url("/stored-target"), expecting: body)
+        var refused = URLRequest(url: origin.url("/stored-target"))
+        refused.httpMethod = "POST"
+        refused.httpBody = Data("x".utf8)
+        try compare("POST 1 byte to a stored URL (through the layer)", iterations: iterations, target: nil, cache: cache,
+                    note: "answered 409, so nothing is invalidated and the URL stays stored",
+                    direct: { _ in guard send(direct, refused) == 409 else { throw BenchmarkError("no 409") } },
+                    layered: { _ in guard send(layered, refused) == 409 else { throw BenchmarkError("no 409") } })
+        var ranged = URLRequest(url: origin.url("/ranged"))
+        ranged.setValue("bytes=0-99", forHTTPHeaderField: "Range")
+        try compare("pass-through Range (not stored)", iterations: iterations, target: 1.02, cache: cache,
+                    direct: { _ in guard send(direct, ranged) == 206 else { throw BenchmarkError("no 206") } },
+                    layered: { _ in guard send(layered, ranged) == 206 else { throw BenchmarkError("no 206") } })
+        try compare("pass-through no-store response", iterations: iterations, target: 1.02, cache: cache,
+                    direct: { try fetch(direct, origin.url("/private?direct=\($0)"), expecting: body) },
+                    layered: { try fetch(layered, origin.url("/private?layered=\($0)"), expecting: body) })
+    }
+}
