@@ -26,14 +26,20 @@ for group in "${groups[@]}"; do
     work="$scratch/corpus/$group"
     artifacts="$scratch/artifacts/$group"
     mkdir -p "$work" "$artifacts"
-    echo "== fuzzing $group for ${seconds}s"
+    log="$scratch/fuzz-$group.log"
+    echo "== fuzzing $group for ${seconds}s (libFuzzer's output: $log)"
     # SWIFT_BACKTRACE off: Swift's crash handler reads the stack in ways ASan reports as
     # errors of their own. Leak detection off: Foundation's property-list parser leaks a
-    # CFError for every invalid plist, which is not ours to fix.
-    if ! SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 FUZZ_GROUP="$group" "$binary" "$work" "Fuzz/corpus/$group" \
+    # CFError for every invalid plist, which is not ours to fix. libFuzzer's progress lines
+    # (thousands per group) go to the log; the summary and any finding are printed here.
+    if SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 FUZZ_GROUP="$group" "$binary" "$work" "Fuzz/corpus/$group" \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 -detect_leaks=0 \
-        -artifact_prefix="$artifacts/" -print_final_stats=1; then
-        echo "== $group: finding, see $artifacts" >&2
+        -artifact_prefix="$artifacts/" -print_final_stats=1 >"$log" 2>&1; then
+        grep -E '^(Done|stat::number_of_executed_units|stat::new_units_added|stat::peak_rss_mb)' "$log" || true
+        echo "== $group: no finding"
+    else
+        tail -n 60 "$log" >&2
+        echo "== $group: finding (libFuzzer exited non-zero), see $artifacts and $log" >&2
         status=1
     fi
 done
