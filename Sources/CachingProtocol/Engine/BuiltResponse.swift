@@ -60,19 +60,20 @@ final class BuiltResponse: @unchecked Sendable {
         return .response(response, entry.body)
     }
 
-    /// The part `bounds` of the stored response, as a `206 Partial Content` at `now` (RFC 9110
-    /// §15.3.7): the stored headers with `Content-Range` and `Content-Length` for the part, `Age`,
-    /// and `cacheStatus`. Built for each answer: ranges vary.
-    static func rangeAnswer(for entry: CacheEntry, bounds: ClosedRange<Int>, cacheStatus: CacheStatus?, at now: Date) -> Answer {
+    /// The part `range` of the stored response (a complete one, or a stored part that covers it),
+    /// as a `206 Partial Content` at `now` (RFC 9110 §15.3.7): the stored headers with
+    /// `Content-Range` and `Content-Length` for the part, `Age`, and `cacheStatus`. Built for
+    /// each answer: ranges vary.
+    static func rangeAnswer(for entry: CacheEntry, range: StoredRange, cacheStatus: CacheStatus?, at now: Date) -> Answer {
         var headers = entry.headers
-        headers.set("Content-Range", "bytes \(bounds.lowerBound)-\(bounds.upperBound)/\(entry.body.count)")
-        headers.set("Content-Length", String(bounds.count))
+        headers.set("Content-Range", range.contentRange.fieldValue)
+        headers.set("Content-Length", String(range.bounds.count))
         headers.set("Age", String(currentAge(of: entry, at: now)))
         if let cacheStatus { headers.set("Cache-Status", cacheStatus.headerValue) }
         let url = URL(string: entry.responseURL) ?? URL(string: "about:blank")!
         let response = HTTPURLResponse(url: url, statusCode: 206, httpVersion: "HTTP/1.1", headerFields: headers.dictionary)!
-        let start = entry.body.startIndex
-        return .response(response, entry.body.subdata(in: (start + bounds.lowerBound)..<(start + bounds.upperBound + 1)))
+        let start = entry.body.startIndex + range.bodyOffset
+        return .response(response, entry.body.subdata(in: start..<(start + range.bounds.count)))
     }
 
     /// `entry`'s age at `now` in whole seconds, as the `Age` header states it.

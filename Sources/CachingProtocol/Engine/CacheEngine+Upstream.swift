@@ -109,7 +109,8 @@ extension CacheEngine {
                 finish(exchange, with: resolveUnsafe(result, request: request, trip: trip))
             }
         case .revalidate(let entry, let conditions):
-            let method = configuration.revalidation == .head ? "HEAD" : "GET"
+            // A byte range is revalidated with a conditional range GET, whose 206 is the part.
+            let method = configuration.revalidation == .head && request.byteRange == nil ? "HEAD" : "GET"
             let trip = Trip(methods: [method])
             listener.expect(method: method, fallback: entry, forward: .stale)
             send(upstreamRequest(for: request, method: method, conditions: conditions), for: exchange, listener: listener) { [self] result in
@@ -143,15 +144,16 @@ extension CacheEngine {
             }
             let status = CacheStatus(forward: .stale, forwardStatus: upstream.status, stored: true,
                                      timeToLive: CacheStatus.timeToLive(of: updated, at: now))
-            finish(exchange, with: Resolution(answer: storedAnswer(updated, status: status, at: now),
-                                              outcome: .revalidatedNotModified, trip: trip))
+            // A range was revalidated only when the entry holds it (`proceed(_:range:decision:)`).
+            let answer = storedAnswer(updated, for: request, status: status, at: now) ?? storedAnswer(updated, status: status, at: now)
+            finish(exchange, with: Resolution(answer: answer, outcome: .revalidatedNotModified, trip: trip))
         case .changed(bodyIncluded: true):
             finish(exchange, with: resolveFetch(result, request: request, fallback: entry, forward: .stale,
                                                 trip: trip, outcome: .revalidatedChanged, listener: listener))
         case .serverError:
             trip.bytes += upstream.body.count
             recordTransfer(upstream)
-            finish(exchange, with: staleAfterError(entry, originStatus: upstream.status, now: now, trip: trip))
+            finish(exchange, with: staleAfterError(entry, for: request, originStatus: upstream.status, now: now, trip: trip))
         case .changed(bodyIncluded: false):
             // Changed (or the HEAD was refused, or a 304 named another representation): fetch the
             // body with an unconditional GET, which replaces the stored response.
@@ -221,7 +223,7 @@ extension CacheEngine {
         case .failure(let error):
             if let fallback, (error as? URLError)?.code != .cancelled {
                 if policy(for: request).mayServeAfterError(fallback, request: request, now: now, disconnected: true) {
-                    return staleAfterError(fallback, originStatus: nil, now: now, trip: trip)
+                    return staleAfterError(fallback, for: request, originStatus: nil, now: now, trip: trip)
                 }
                 if policy(for: request).answersGatewayTimeoutWhenUnvalidated(fallback), let url = request.urlRequest.url {
                     return Resolution(answer: gatewayTimeout(for: url, forward: forward), outcome: .failed, trip: trip)
@@ -234,10 +236,10 @@ extension CacheEngine {
             trip.bytes += upstream.body.count
             recordTransfer(upstream)
             if upstream.status >= 500, let fallback, policy(for: request).mayServeAfterError(fallback, request: request, now: now) {
-                return staleAfterError(fallback, originStatus: upstream.status, now: now, trip: trip)
+                return staleAfterError(fallback, for: request, originStatus: upstream.status, now: now, trip: trip)
             }
-            let decision = storageDecision(for: upstream.head, request: request, bodyBytes: upstream.body.count)
-            store(upstream, for: request, decision: decision)
+            let decision = store(upstream, for: request,
+                                 decision: storageDecision(for: upstream.head, request: request, bodyBytes: upstream.body.count))
             let status = cacheStatus(forFetched: upstream.head, decision: decision, forward: forward, now: now)
             let answer = Answer.response(deliverable(upstream.response, status: status), upstream.body)
             return Resolution(answer: answer, outcome: outcome, trip: trip,
@@ -318,11 +320,14 @@ extension CacheEngine {
     }
 
     /// Stores what the origin sent when `decision` allows it; otherwise drops the variant the
-    /// request would have matched, so an outdated copy is never served again.
-    private func store(_ upstream: UpstreamResponse, for request: CacheRequest, decision: StorageDecision) {
+    /// request would have matched, so an outdated copy is never served again. A `206` is stored
+    /// only as the answer to a request for one byte range, and combined with the part stored
+    /// before where they describe the same representation (`CachingPolicy.partialContentToStore`).
+    /// Returns the decision as carried out (a part that is not stored: `doNotStore`).
+    private func store(_ upstream: UpstreamResponse, for request: CacheRequest, decision: StorageDecision) -> StorageDecision {
         guard case .store(let lifetime, let initialAge) = decision else {
             if upstream.status < 500 { removeVariant(matching: request) }
-            return
+            return decision
         }
         let headers = CachingPolicy.storableHeaders(upstream.headers)
         let entry = CacheEntry(
@@ -338,7 +343,16 @@ extension CacheEngine {
             credentialFingerprint: request.credentialFingerprint,
             userInfo: nil
         )
-        store.storeVariant(entry, key: request.key, memoryOnly: CachingPolicy.isKeptInMemoryOnly(headers))
+        guard entry.statusCode == 206 else {
+            store.storeVariant(entry, key: request.key, memoryOnly: CachingPolicy.isKeptInMemoryOnly(headers))
+            return decision
+        }
+        let stored = CachingPolicy.matchingVariant(in: store.peek(request.key), for: request)
+        guard request.byteRange != nil, let part = CachingPolicy.partialContentToStore(entry, over: stored) else {
+            return .doNotStore(reason: "a part that cannot be stored or adds nothing to what is stored")
+        }
+        store.storeVariant(part, key: request.key, memoryOnly: CachingPolicy.isKeptInMemoryOnly(headers))
+        return decision
     }
 
     /// Drops the stored variant `request` would be answered with.
@@ -346,12 +360,15 @@ extension CacheEngine {
         store.removeVariant(forKey: request.key) { CachingPolicy.variant($0, matches: request) }
     }
 
-    private func staleAfterError(_ entry: CacheEntry, originStatus: Int?, now: Date, trip: Trip) -> Resolution {
+    /// `entry`, stale, as the answer to `request` when the origin failed (a fallback holds the
+    /// range a range request asks for, `proceed(_:range:decision:)`).
+    private func staleAfterError(_ entry: CacheEntry, for request: CacheRequest, originStatus: Int?, now: Date, trip: Trip) -> Resolution {
         let status = CacheStatus(forward: .stale, forwardStatus: originStatus, stored: false,
                                  timeToLive: CacheStatus.timeToLive(of: entry, at: now), detail: "stale-if-error")
         var trip = trip
         trip.originStatus = originStatus
-        return Resolution(answer: storedAnswer(entry, status: status, at: now), outcome: .staleAfterError, trip: trip)
+        let answer = storedAnswer(entry, for: request, status: status, at: now) ?? storedAnswer(entry, status: status, at: now)
+        return Resolution(answer: answer, outcome: .staleAfterError, trip: trip)
     }
 
     /// The `504 Gateway Timeout` a cache generates when it cannot validate a response it may not

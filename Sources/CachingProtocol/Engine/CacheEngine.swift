@@ -184,23 +184,21 @@ final class CacheEngine: Sendable {
         )
     }
 
-    /// Whether a request for one byte range can be answered from the store now: the protocol
-    /// takes such a request only then (and Foundation sends it otherwise). Counts nothing.
-    func answersFromStore(_ request: CacheRequest) -> Bool {
-        storedAnswer(for: request, decide(request, record: store.peek(request.key))) != nil
+    /// Whether the protocol takes a request for one byte range: when the policy stores partial
+    /// content (`storesPartialContent`), so that the answer can be stored, or else when the
+    /// store can answer it now (and Foundation sends it otherwise). Counts nothing.
+    func takesRangeRequest(_ request: CacheRequest) -> Bool {
+        policy(for: request).storesPartialContent
+            || storedAnswer(for: request, decide(request, record: store.peek(request.key))) != nil
     }
 
     /// The answer from the store when `decided` allows one: the stored response, or for a byte
-    /// range the part of a complete stored response (RFC 9111 §3.4). Nil when the origin must
-    /// be asked.
+    /// range its part (RFC 9111 §3.4). Nil when the origin must be asked.
     private func storedAnswer(for request: CacheRequest, _ decided: Decided) -> (answer: Answer, outcome: CacheEvent.Outcome)? {
-        guard case .useStored(let entry, let isStale) = decided.decision else { return nil }
-        let status = CacheStatus.hit(entry, stale: isStale, at: decided.now)
-        let outcome: CacheEvent.Outcome = isStale ? .staleHit : .hit
-        guard let range = request.byteRange else { return (storedAnswer(entry, status: status, at: decided.now), outcome) }
-        guard let bounds = CachingPolicy.servesRange(range, from: entry) else { return nil }
-        return (BuiltResponse.rangeAnswer(for: entry, bounds: bounds, cacheStatus: configuration.addsCacheStatus ? status : nil,
-                                          at: decided.now), outcome)
+        guard case .useStored(let entry, let isStale) = decided.decision,
+              let answer = storedAnswer(entry, for: request, status: .hit(entry, stale: isStale, at: decided.now), at: decided.now)
+        else { return nil }
+        return (answer, isStale ? .staleHit : .hit)
     }
 
     func proceed(_ load: Load, decision decided: Decided) {
@@ -208,12 +206,8 @@ final class CacheEngine: Sendable {
         if let answer = storedAnswer(for: load.request, decided) {
             return deliver(answer.answer, to: load, outcome: answer.outcome, trip: .noNetwork)
         }
-        if load.request.byteRange != nil, decided.decision != .unavailable {
-            // A byte range the store cannot answer (it went stale since the protocol took the
-            // request): the request goes to the origin as it is, and nothing is stored.
-            var forwarded = load
-            forwarded.collapsible = false
-            return startExchange(.forward, for: load.request, from: load.settings, joining: forwarded)
+        if let range = load.request.byteRange, decided.decision != .unavailable {
+            return proceed(load, range: range, decision: decided)
         }
         switch decided.decision {
         case .useStored:
@@ -268,12 +262,62 @@ final class CacheEngine: Sendable {
         return .failure(URLError(.resourceUnavailable, userInfo: info))
     }
 
+    /// A request for one byte range the store could not answer at once.
+    ///
+    /// Unless the policy stores partial content, the request goes to the origin as it is and its
+    /// answer is not stored: the protocol took it because a stored response answered it, and
+    /// that went stale since. Otherwise a stored response that holds the range but is stale is
+    /// revalidated with a conditional range GET (a 304 freshens it and the range is answered
+    /// from it), and anything else is fetched with the range: a `206` answer is stored, or
+    /// combined with the part stored before (`store`, `CachingPolicy.partialContentToStore`).
+    private func proceed(_ load: Load, range: ByteRange, decision decided: Decided) {
+        guard policy(for: load.request).storesPartialContent else {
+            var forwarded = load
+            forwarded.collapsible = false
+            return startExchange(.forward, for: load.request, from: load.settings, joining: forwarded)
+        }
+        let stored: CacheEntry?
+        switch decided.decision {
+        case .useStored(let entry, _), .fetch(fallback: let entry?):
+            stored = entry
+        case .revalidate(let entry, let conditions), .useStoredAndRevalidate(let entry, let conditions):
+            if CachingPolicy.servesRange(range, from: entry) != nil {
+                return startExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, joining: load)
+            }
+            stored = entry
+        case .fetch(fallback: nil), .unavailable:
+            stored = nil
+        }
+        let holdsRange = stored.flatMap { CachingPolicy.servesRange(range, from: $0) } != nil
+        let forward: CacheStatus.Forward
+        if [.reload, .reloadFromOrigin].contains(load.request.mode) || load.request.directives.noCache {
+            forward = .request
+        } else if holdsRange {
+            forward = .stale   // stale, without a validator to revalidate with
+        } else if stored?.statusCode == 206 {
+            forward = .partial
+        } else {
+            forward = decided.keyWasStored ? .varyMiss : .uriMiss
+        }
+        startExchange(.fetch(fallback: holdsRange ? stored : nil, forward: forward), for: load.request, from: load.settings,
+                      joining: load)
+    }
+
     // MARK: Answers
 
     /// The stored response at `now`, with `status` as `Cache-Status` (when the configuration
     /// adds it).
     func storedAnswer(_ entry: CacheEntry, status: CacheStatus, at now: Date) -> Answer {
         BuiltResponse.answer(for: entry, cacheStatus: configuration.addsCacheStatus ? status : nil, at: now)
+    }
+
+    /// The stored response as the answer to `request`: for a request for one byte range, the
+    /// part it asks for (nil when the entry does not hold it, `CachingPolicy.servesRange`);
+    /// otherwise the whole response.
+    func storedAnswer(_ entry: CacheEntry, for request: CacheRequest, status: CacheStatus, at now: Date) -> Answer? {
+        guard let range = request.byteRange else { return storedAnswer(entry, status: status, at: now) }
+        guard let part = CachingPolicy.servesRange(range, from: entry) else { return nil }
+        return BuiltResponse.rangeAnswer(for: entry, range: part, cacheStatus: configuration.addsCacheStatus ? status : nil, at: now)
     }
 
     /// What went over the wire for one request, for its event.

@@ -15,7 +15,7 @@ final class Exchange: Sendable {
         /// A conditional request for a stored response.
         case revalidate(CacheEntry, RevalidationConditions)
         /// The request as it is, whose answer is handed on and never stored (a byte range the
-        /// store could not answer after all).
+        /// store could not answer after all, for a policy that stores no partial content).
         case forward
         /// An unsafe request (POST, PUT, PATCH, DELETE …) sent as it is, method and body, for a
         /// URL with something stored: when the origin accepts it, what is stored for the URL (and

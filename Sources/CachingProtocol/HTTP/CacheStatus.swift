@@ -14,6 +14,8 @@ struct CacheStatus: Sendable, Equatable {
         case request
         /// The request's method is not cacheable (an unsafe method the cache sent on).
         case method
+        /// A part of the response was stored, but not the part the request asks for.
+        case partial
     }
 
     /// The cache's name in the header.

@@ -54,14 +54,38 @@ package struct ByteRange: Sendable, Equatable {
     }
 }
 
-extension CachingPolicy {
-    /// Whether `entry` can answer `range` itself (RFC 9111 §3.4): it is a complete `200`
-    /// response whose body is the representation (no `Content-Encoding`, which the platform
-    /// decodes, so the stored bytes are not the ones a range counts), and the range selects
-    /// some of it.
-    static func servesRange(_ range: ByteRange, from entry: CacheEntry) -> ClosedRange<Int>? {
-        guard entry.statusCode == 200, !entry.headers.contains("Content-Encoding"), !entry.headers.contains("Content-Range")
-        else { return nil }
-        return range.bounds(in: entry.body.count)
+/// The part of a representation a `206` response carries (`Content-Range: bytes first-last/length`,
+/// RFC 9110 §14.4). Only a satisfied range with a known complete length is this type; `*` for the
+/// length, other units and anything malformed are not.
+package struct ContentRange: Sendable, Equatable {
+    package let first: Int
+    package let last: Int
+    /// The length of the whole representation.
+    package let completeLength: Int
+
+    package init?(_ value: String) {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        guard trimmed.count > 6, trimmed.prefix(6).lowercased() == "bytes " else { return nil }
+        let spec = trimmed.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        guard let dash = spec.firstIndex(of: "-"), let slash = spec.firstIndex(of: "/"), dash < slash else { return nil }
+        func number(_ text: Substring) -> Int? {
+            guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+            return Int(text)
+        }
+        guard let first = number(spec[..<dash]), let last = number(spec[spec.index(after: dash)..<slash]),
+              let length = number(spec[spec.index(after: slash)...]), first <= last, last < length else { return nil }
+        self.init(first: first, last: last, completeLength: length)
     }
+
+    package init(first: Int, last: Int, completeLength: Int) {
+        self.first = first
+        self.last = last
+        self.completeLength = completeLength
+    }
+
+    /// The field value, `bytes first-last/length`.
+    package var fieldValue: String { "bytes \(first)-\(last)/\(completeLength)" }
+
+    /// The bytes it covers.
+    var bounds: ClosedRange<Int> { first...last }
 }

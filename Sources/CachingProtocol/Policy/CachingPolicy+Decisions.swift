@@ -192,7 +192,8 @@ extension CachingPolicy {
         if let allowed = cacheableStatusCodes {
             guard allowed.contains(status) else { return .doNotStore(reason: "status \(status)") }
         } else {
-            guard (200...599).contains(status), status != 206, status != 304 else { return .doNotStore(reason: "status \(status)") }
+            // A 206 is stored as a part (`CachingPolicy.partialContentToStore`, RFC 9111 §3.3).
+            guard (200...599).contains(status), status != 304 else { return .doNotStore(reason: "status \(status)") }
             if explicit == nil, !directives.isPublic, !Self.heuristicallyCacheableStatusCodes.contains(status) {
                 return .doNotStore(reason: "status \(status) without explicit freshness")
             }
@@ -322,7 +323,9 @@ extension CachingPolicy {
     /// The stored variant that may answer `request`: same credentials, and every header the
     /// response's `Vary` named has the same value (RFC 9111 §4.1). Newest first.
     package static func matchingVariant(in record: CacheRecord?, for request: CacheRequest) -> CacheEntry? {
-        record?.variants.first { variant($0, matches: request) }
+        guard let entry = record?.variants.first(where: { variant($0, matches: request) }),
+              answersWholeOrPart(entry, request) else { return nil }
+        return entry
     }
 
     /// Whether the stored variant `entry` may answer `request` (see `matchingVariant`): it was

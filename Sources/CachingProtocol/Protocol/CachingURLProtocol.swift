@@ -88,9 +88,10 @@ public class CachingURLProtocol: URLProtocol {
         case .cacheable:
             return true
         case .range:
-            // Only when a complete stored response answers it; otherwise Foundation sends it.
+            // When the policy stores partial content, or a stored response answers it now;
+            // otherwise Foundation sends it.
             guard let key = CacheKey.make(for: request) else { return false }
-            return engine.answersFromStore(CacheRequest(request, key: key))
+            return engine.takesRangeRequest(CacheRequest(request, key: key))
         case .passThrough:
             return false
         case .invalidate:

@@ -171,10 +171,112 @@ final class ByteRangeTests: XCTestCase {
     func testOnlyACompleteUnencodedResponseAnswersARange() {
         typealias F = PolicyFixtures
         let complete = F.entry(["Cache-Control": "max-age=60"])!
-        XCTAssertEqual(CachingPolicy.servesRange(ByteRange("bytes=0-1")!, from: complete), 0...1)
+        XCTAssertEqual(CachingPolicy.servesRange(ByteRange("bytes=0-1")!, from: complete)?.bounds, 0...1)
         let encoded = F.entry(["Cache-Control": "max-age=60", "Content-Encoding": "gzip"])!
         XCTAssertNil(CachingPolicy.servesRange(ByteRange("bytes=0-1")!, from: encoded))
         let notFound = F.entry(["Cache-Control": "max-age=60"], status: 404, policy: .rfc9111)!
         XCTAssertNil(CachingPolicy.servesRange(ByteRange("bytes=0-1")!, from: notFound))
+    }
+}
+
+/// Partial content (RFC 9111 §3.3–3.4, RFC 9110 §14.4): which stored parts answer which ranges,
+/// and what is stored when a new part arrives.
+final class PartialContentRulesTests: XCTestCase {
+    /// A stored part: `Content-Range: bytes first-last/length` over `bytes`, with `etag`.
+    private func part(_ first: Int, _ last: Int, of length: Int = 10, etag: String? = "\"a\"",
+                      bytes: String? = nil, extra: [String: String] = [:]) -> CacheEntry {
+        let digits = Array("0123456789abcdefghij")
+        let body = bytes ?? String(digits[first...last])
+        var fields = ["Content-Range": "bytes \(first)-\(last)/\(length)", "Content-Length": String(body.utf8.count)]
+        if let etag { fields["ETag"] = etag }
+        fields.merge(extra) { $1 }
+        return CacheEntry(responseURL: PolicyFixtures.url.absoluteString, statusCode: 206, headers: HTTPHeaders(fields),
+                          body: Data(body.utf8), requestDate: PolicyFixtures.start, responseDate: PolicyFixtures.start,
+                          initialAge: 0, freshnessLifetime: 60, varyFields: [], credentialFingerprint: nil, userInfo: nil)
+    }
+
+    func testContentRangeParsing() {
+        XCTAssertEqual(ContentRange("bytes 0-4/10"), ContentRange(first: 0, last: 4, completeLength: 10))
+        XCTAssertEqual(ContentRange("  Bytes 9-9/10 "), ContentRange(first: 9, last: 9, completeLength: 10))
+        for invalid in ["bytes 0-4/*", "bytes */10", "bytes 4-0/10", "bytes 0-10/10", "items 0-4/10", "bytes 0-4", "bytes -4/10",
+                        "bytes 0-4/1a", "bytes=0-4/10", "bytes 0-4,6-7/10", ""] {
+            XCTAssertNil(ContentRange(invalid), invalid)
+        }
+    }
+
+    func testAStoredPartAnswersOnlyTheRangesInsideIt() {
+        let stored = part(4, 8)   // "45678"
+        let cases: [(String, ClosedRange<Int>?, Int?)] = [
+            ("bytes=4-8", 4...8, 0), ("bytes=5-6", 5...6, 1), ("bytes=8-", nil, nil), ("bytes=6-", nil, nil),
+            ("bytes=-2", nil, nil), ("bytes=3-5", nil, nil), ("bytes=0-0", nil, nil), ("bytes=20-", nil, nil),
+        ]
+        for (value, bounds, offset) in cases {
+            let range = CachingPolicy.servesRange(ByteRange(value)!, from: stored)
+            XCTAssertEqual(range?.bounds, bounds, value)
+            XCTAssertEqual(range?.bodyOffset, offset, value)
+        }
+        // bytes=8- selects 8-9 of ten bytes: 9 is not stored. A part that ends at the last byte
+        // answers open and suffix ranges.
+        let tail = part(5, 9)
+        XCTAssertEqual(CachingPolicy.servesRange(ByteRange("bytes=7-")!, from: tail)?.contentRange.fieldValue, "bytes 7-9/10")
+        XCTAssertEqual(CachingPolicy.servesRange(ByteRange("bytes=-3")!, from: tail)?.bodyOffset, 2)
+        XCTAssertNil(CachingPolicy.servesRange(ByteRange("bytes=-6")!, from: tail))
+        // A part whose Content-Range does not describe its body, or that is encoded, answers nothing.
+        XCTAssertNil(CachingPolicy.servesRange(ByteRange("bytes=5-6")!, from: part(4, 9, bytes: "01234")))
+        XCTAssertNil(CachingPolicy.servesRange(ByteRange("bytes=5-6")!, from: part(4, 8, extra: ["Content-Encoding": "gzip"])))
+    }
+
+    func testAPartNeverAnswersARequestForTheWhole() {
+        let record = CacheRecord(key: PolicyFixtures.request().key, variants: [part(0, 4)])
+        XCTAssertNil(CachingPolicy.matchingVariant(in: record, for: PolicyFixtures.request()))
+        XCTAssertNotNil(CachingPolicy.matchingVariant(in: record, for: PolicyFixtures.request(["Range": "bytes=0-1"])))
+    }
+
+    func testWhatIsStoredWhenAPartArrives() {
+        func text(_ entry: CacheEntry?) -> String? { entry.map { String(decoding: $0.body, as: UTF8.self) } }
+        let complete = PolicyFixtures.entry(["ETag": "\"a\"", "Cache-Control": "max-age=60"])!   // body "body", 4 bytes
+
+        // Nothing stored, or nothing to combine with: the new part as it is.
+        XCTAssertEqual(text(CachingPolicy.partialContentToStore(part(2, 5), over: nil)), "2345")
+        XCTAssertEqual(text(CachingPolicy.partialContentToStore(part(6, 9), over: part(0, 3))), "6789", "a gap between the parts")
+        XCTAssertEqual(text(CachingPolicy.partialContentToStore(part(4, 9, etag: "\"b\""), over: part(0, 4))), "456789", "another ETag")
+        XCTAssertEqual(text(CachingPolicy.partialContentToStore(part(4, 9, etag: "W/\"a\""), over: part(0, 4, etag: "W/\"a\""))),
+                       "456789", "weak ETags do not combine")
+        XCTAssertEqual(text(CachingPolicy.partialContentToStore(part(4, 9, etag: nil), over: part(0, 4, etag: nil))), "456789",
+                       "no validator")
+        XCTAssertEqual(text(CachingPolicy.partialContentToStore(part(0, 4, of: 20), over: part(5, 9))), "01234", "another length")
+
+        // Not stored at all: inconsistent or encoded parts, or a part of a whole already stored.
+        XCTAssertNil(CachingPolicy.partialContentToStore(part(4, 9, bytes: "01234"), over: nil))
+        XCTAssertNil(CachingPolicy.partialContentToStore(part(0, 4, extra: ["Content-Encoding": "gzip"]), over: nil))
+        XCTAssertNil(CachingPolicy.partialContentToStore(part(0, 1, of: 4), over: complete))
+        XCTAssertEqual(text(CachingPolicy.partialContentToStore(part(0, 1, of: 4, etag: "\"b\""), over: complete)), "01",
+                       "a part of another representation replaces the stored whole")
+
+        // Combined: overlapping or touching parts of one representation, the new bytes winning.
+        let overlapping = CachingPolicy.partialContentToStore(part(3, 7, bytes: "DEFGH", extra: ["X": "new"]),
+                                                               over: part(0, 4, extra: ["X": "old"]))
+        XCTAssertEqual(text(overlapping), "012DEFGH")
+        XCTAssertEqual(overlapping?.statusCode, 206)
+        XCTAssertEqual(overlapping?.headers["Content-Range"], "bytes 0-7/10")
+        XCTAssertEqual(overlapping?.headers["Content-Length"], "8")
+        XCTAssertEqual(overlapping?.headers["X"], "new", "the new response's fields")
+        XCTAssertEqual(text(CachingPolicy.partialContentToStore(part(2, 3), over: part(4, 6))), "23456", "touching, new part first")
+        XCTAssertEqual(text(CachingPolicy.partialContentToStore(part(3, 4), over: part(0, 9))), "0123456789", "inside the stored part")
+
+        // The whole, combined, is a complete 200 response.
+        let whole = CachingPolicy.partialContentToStore(part(5, 9), over: part(0, 4))
+        XCTAssertEqual(whole?.statusCode, 200)
+        XCTAssertEqual(text(whole), "0123456789")
+        XCTAssertNil(whole?.headers["Content-Range"])
+        XCTAssertEqual(whole?.headers["Content-Length"], "10")
+    }
+
+    func testWhichPoliciesStorePartialContent() {
+        XCTAssertTrue(CachingPolicy.rfc9111.storesPartialContent)
+        XCTAssertFalse(CachingPolicy.heuristic().storesPartialContent, "200 and 203 only")
+        var heuristic = CachingPolicy.heuristic()
+        heuristic.cacheableStatusCodes = [200, 203, 206]
+        XCTAssertTrue(heuristic.storesPartialContent)
     }
 }

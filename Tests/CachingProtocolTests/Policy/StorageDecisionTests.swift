@@ -70,7 +70,7 @@ final class StorageDecisionTests: XCTestCase {
             Case(name: "404 with max-age is stored", headers: ["Cache-Control": "max-age=60"], status: 404, lifetime: 60),
             Case(name: "404 with Last-Modified gets heuristic freshness", headers: ["Last-Modified": F.httpDate(-1000), "Date": F.httpDate(0)], status: 404, lifetime: 100),
             Case(name: "500 without explicit freshness is not stored", headers: ["Last-Modified": F.httpDate(-1000)], status: 500, lifetime: nil),
-            Case(name: "206 is never stored", headers: ["Cache-Control": "max-age=60"], status: 206, lifetime: nil),
+            Case(name: "206 is stored (as a part, when it answers a range request)", headers: ["Cache-Control": "max-age=60"], status: 206, lifetime: 60),
             Case(name: "max-age", headers: ["Cache-Control": "max-age=60"], lifetime: 60),
         ], policy: .rfc9111)
     }
