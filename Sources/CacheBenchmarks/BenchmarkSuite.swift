@@ -153,9 +153,15 @@ final class BenchmarkSuite {
             guard roundTrip(session, url) == body, roundTrip(session, url) == body else { throw BenchmarkError("memory hit warm-up failed") }
             var floorSamples = Samples(capacity: scale.latencyIterations)
             var hitSamples = Samples(capacity: scale.latencyIterations)
-            for _ in 0..<scale.latencyIterations {
-                floorSamples.time { roundTrip(floor, url) }
-                hitSamples.time { roundTrip(session, url) }
+            for iteration in 0..<scale.latencyIterations {
+                // Which side goes first alternates, so neither always runs just after the other.
+                if iteration.isMultiple(of: 2) {
+                    floorSamples.time { roundTrip(floor, url) }
+                    hitSamples.time { roundTrip(session, url) }
+                } else {
+                    hitSamples.time { roundTrip(session, url) }
+                    floorSamples.time { roundTrip(floor, url) }
+                }
             }
             session.invalidateAndCancel()
             let memoryRatio = hitSamples.medianMicroseconds / floorSamples.medianMicroseconds
