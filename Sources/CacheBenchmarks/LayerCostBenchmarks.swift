@@ -83,7 +83,7 @@ extension BenchmarkSuite {
     }
 
     /// Times `direct`, `floor` (when given: the same request through `ForwardingFloorURLProtocol`)
-    /// and `layered` alternately `iterations` times each and records the layered median over the
+    /// and `layered` in turn, `iterations` times each (each round starts with the next side) and records the layered median over the
     /// direct one, with the floor's in the note. The cache settles (stores reach the disk) after
     /// each layered request, untimed, so its background work does not land on the next request.
     private func compare(_ name: String, iterations: Int, target: Double?, cache: CachingURLCache, note: String? = nil,
@@ -94,9 +94,15 @@ extension BenchmarkSuite {
         var floorSamples = Samples(capacity: iterations)
         var layeredSamples = Samples(capacity: iterations)
         for number in 0..<iterations {
-            try directSamples.time { try direct(number) }
-            if let floor { try floorSamples.time { try floor(number) } }
-            try layeredSamples.time { try layered(number) }
+            // The sides take turns going first, so none always runs just after another.
+            let sides = floor == nil ? 2 : 3
+            for turn in 0..<sides {
+                switch (number + turn) % sides {
+                case 0: try directSamples.time { try direct(number) }
+                case 1 where sides == 3: try floorSamples.time { try floor?(number) }
+                default: try layeredSamples.time { try layered(number) }
+                }
+            }
             cache.waitUntilSettled()
         }
         let ratio = layeredSamples.medianMicroseconds / directSamples.medianMicroseconds

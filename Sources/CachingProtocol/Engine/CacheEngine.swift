@@ -188,8 +188,10 @@ final class CacheEngine: Sendable {
     /// content (`storesPartialContent`), so that the answer can be stored, or else when the
     /// store can answer it now (and Foundation sends it otherwise). Counts nothing.
     func takesRangeRequest(_ request: CacheRequest) -> Bool {
-        policy(for: request).storesPartialContent
-            || storedAnswer(for: request, decide(request, record: store.peek(request.key))) != nil
+        if policy(for: request).storesPartialContent { return true }
+        // Most ranges are for URLs with nothing stored: say so without reading or deciding.
+        guard store.mayContainRecord(forKey: request.key) else { return false }
+        return storedAnswer(for: request, decide(request, record: store.peek(request.key))) != nil
     }
 
     /// The answer from the store when `decided` allows one: the stored response, or for a byte

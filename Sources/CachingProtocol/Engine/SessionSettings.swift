@@ -63,10 +63,12 @@ struct SessionSettings: Sendable, Hashable {
         for (name, value) in fingerprint.additionalHeaders where request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
         }
-        if request.timeoutInterval == Self.defaultTimeout, fingerprint.timeoutIntervalForRequest > 0 {
+        // Set only when they change: each setter copies the whole request on Linux.
+        if request.timeoutInterval == Self.defaultTimeout, fingerprint.timeoutIntervalForRequest > 0,
+           fingerprint.timeoutIntervalForRequest != request.timeoutInterval {
             request.timeoutInterval = fingerprint.timeoutIntervalForRequest
         }
-        if request.cachePolicy == .useProtocolCachePolicy {
+        if request.cachePolicy == .useProtocolCachePolicy, configuration.requestCachePolicy != .useProtocolCachePolicy {
             request.cachePolicy = configuration.requestCachePolicy
         }
         if addingCookies, configuration.httpShouldSetCookies, request.httpShouldHandleCookies,

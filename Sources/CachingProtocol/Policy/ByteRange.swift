@@ -14,17 +14,33 @@ package struct ByteRange: Sendable, Equatable {
     package let kind: Kind
 
     /// The range a `Range` field value asks for, or nil when it is not a single byte range.
+    /// Reads the value's bytes directly (no Foundation trimming: this runs in `canInit`).
     package init?(_ value: String) {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
-        guard let equals = trimmed.firstIndex(of: "="),
-              trimmed[..<equals].trimmingCharacters(in: .whitespaces).lowercased() == "bytes" else { return nil }
-        let spec = trimmed[trimmed.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-        guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return nil }
-        let first = spec[..<dash].trimmingCharacters(in: .whitespaces)
-        let last = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
-        func number(_ text: String) -> Int? {
-            guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
-            return Int(text)
+        var bytes = Substring(value).utf8[...]
+        func trimSpaces(_ part: inout Substring.UTF8View.SubSequence) {
+            while let first = part.first, first == 0x20 || first == 0x09 { part.removeFirst() }
+            while let last = part.last, last == 0x20 || last == 0x09 { part.removeLast() }
+        }
+        trimSpaces(&bytes)
+        guard let equals = bytes.firstIndex(of: UInt8(ascii: "=")) else { return nil }
+        var unit = bytes[..<equals]
+        trimSpaces(&unit)
+        guard unit.count == 5, zip(unit, "bytes".utf8).allSatisfy({ asciiLowercased($0) == $1 }) else { return nil }
+        var spec = bytes[bytes.index(after: equals)...]
+        trimSpaces(&spec)
+        guard !spec.contains(UInt8(ascii: ",")), let dash = spec.firstIndex(of: UInt8(ascii: "-")) else { return nil }
+        var first = spec[..<dash]
+        var last = spec[spec.index(after: dash)...]
+        trimSpaces(&first)
+        trimSpaces(&last)
+        func number(_ digits: Substring.UTF8View.SubSequence) -> Int? {
+            guard !digits.isEmpty, digits.count <= 18 else { return nil }
+            var result = 0
+            for digit in digits {
+                guard (0x30...0x39).contains(digit) else { return nil }
+                result = result * 10 + Int(digit - 0x30)
+            }
+            return result
         }
         if first.isEmpty {
             guard let length = number(last), length > 0 else { return nil }

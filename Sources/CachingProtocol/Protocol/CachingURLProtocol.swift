@@ -84,14 +84,15 @@ public class CachingURLProtocol: URLProtocol {
         if Registration.isProbe(request) { return true }
         guard let (settings, engine) = binding, !engine.bypasses(request) else { return false }
         let request = settings.apply(to: request)
-        switch RequestDisposition(request) {
+        let facts = RequestHeaderFacts(request)   // read once: bridging the header fields costs microseconds
+        switch RequestDisposition(request, facts: facts) {
         case .cacheable:
             return true
         case .range:
             // When the policy stores partial content, or a stored response answers it now;
             // otherwise Foundation sends it.
             guard let key = CacheKey.make(for: request) else { return false }
-            return engine.takesRangeRequest(CacheRequest(request, key: key))
+            return engine.takesRangeRequest(CacheRequest(request, key: key, facts: facts))
         case .passThrough:
             return false
         case .invalidate:
