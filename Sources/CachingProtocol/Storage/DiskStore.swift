@@ -71,6 +71,15 @@ final class DiskStore: StoreTier {
         /// How long the access times of hits wait to be written when nothing else is being
         /// written; they otherwise go with the next journal append. Default: 1 second.
         var accessTimeWriteDelay: TimeInterval
+        /// How long a stored record waits before the worker starts writing it (write-behind).
+        /// The response a miss fetched reaches the app while its record waits, so on a machine
+        /// with few cores the write does not compete with the app for the processor at that
+        /// moment (measured: a 1.6 KB miss cost 1.6–3.0 × the forwarding floor with the write
+        /// started at once, 1.3 × with it started 3 ms later), and a burst of misses is written
+        /// in one pass. Lookups find the record in the staging area meanwhile; `flush()` and
+        /// back-pressure start the write at once. A crash in that window loses the record (a
+        /// miss next time). Default: 5 ms.
+        var writeDelay: TimeInterval
         /// The most bytes of records waiting to be written. A `store` that finds more staged
         /// (before its own record) waits until the worker has written them, so a burst of large responses faster than
         /// the disk holds memory at this bound instead of growing without limit. Default: 8 MiB.
@@ -86,6 +95,7 @@ final class DiskStore: StoreTier {
             synchronizesWrites: Bool = false,
             journalCompactionThreshold: Int = 1024 * 1024,
             accessTimeWriteDelay: TimeInterval = 1,
+            writeDelay: TimeInterval = 0.005,
             maximumStagedBytes: Int = 8 * 1024 * 1024,
             now: @escaping @Sendable () -> Date = systemClock
         ) {
@@ -95,6 +105,7 @@ final class DiskStore: StoreTier {
             self.synchronizesWrites = synchronizesWrites
             self.journalCompactionThreshold = journalCompactionThreshold
             self.accessTimeWriteDelay = accessTimeWriteDelay
+            self.writeDelay = writeDelay
             self.maximumStagedBytes = maximumStagedBytes
             self.now = now
         }
@@ -517,7 +528,7 @@ final class DiskStore: StoreTier {
             guard state.staging.scheduled.insert(digest).inserted else { return (false, backlogged) }  // coalesced
             return (state.work.enqueue(.write(digest)), backlogged)
         }
-        if start { startWorker() }
+        if start { startWorker(after: configuration.writeDelay) }
         // Back-pressure: the caller waits for the disk rather than memory growing without bound.
         if backlogged { flush() }
     }
@@ -654,8 +665,14 @@ final class DiskStore: StoreTier {
         if state.withLock({ $0.work.enqueue(operation) }) { startWorker() }
     }
 
-    func startWorker() {
-        worker.async { self.runWorker() }
+    /// Runs the worker until the queue is empty, at once or after `delay` seconds (a write:
+    /// `Configuration.writeDelay`). `flush()` drains the queue itself meanwhile.
+    func startWorker(after delay: TimeInterval = 0) {
+        if delay > 0 {
+            worker.asyncAfter(deadline: .now() + delay) { self.runWorker() }
+        } else {
+            worker.async { self.runWorker() }
+        }
     }
 
     private func runWorker() {

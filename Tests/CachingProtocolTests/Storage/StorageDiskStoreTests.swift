@@ -39,6 +39,22 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         XCTAssertEqual(store.statistics.byteCount, onDisk, "statistics disagree with the files", file: file, line: line)
     }
 
+    // MARK: - Write-behind
+
+    func testARecordWaitsForTheWriteDelayAndIsServedFromStagingMeanwhile() throws {
+        // A delay no test outlives: the worker starts the write only when flushed.
+        let store = track(DiskStore(configuration: .init(directory: cacheDirectory(), accessTimeWriteDelay: 3600,
+                                                         writeDelay: 3600, now: clock.closure)))
+        store.waitUntilOpen()
+        let record = Fixtures.record(key: "behind", bodySize: 2000)
+        store.store(record)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: entryPath("behind")), "not written yet")
+        XCTAssertEqual(store.record(forKey: "behind", countingLookup: false), record, "answered from the staging area")
+        store.flush()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: entryPath("behind")), "flush writes at once")
+        XCTAssertEqual(try FileIO.readFile(entryPath("behind")).count, fileSize(of: record))
+    }
+
     // MARK: - Persistence
 
     func testStoredRecordsSurviveARestart() {
