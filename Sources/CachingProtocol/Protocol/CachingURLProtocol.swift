@@ -127,9 +127,6 @@ public class CachingURLProtocol: URLProtocol {
         let delivery = ClientDelivery(owner: self, executor: ClientThreadExecutor(), rules: Self.deliveryRules)
         #endif
         self.delivery.withLock { $0 = delivery }
-        if Registration.isProbe(request) {
-            return delivery.deliver(Registration.probeAnswer(for: request), onCallingThread: true)
-        }
         #if canImport(FoundationNetworking)
         if let task = task as? URLSessionDownloadTask {
             // corelibs finishes a download only through a property its own protocol sets
