@@ -284,5 +284,11 @@ extension BenchmarkSuite {
         try compare("pass-through no-store response", iterations: iterations, target: 1.02, cache: cache,
                     direct: { try fetch(direct, origin.url("/private?direct=\($0)"), expecting: body) },
                     layered: { try fetch(layered, origin.url("/private?layered=\($0)"), expecting: body) })
+        // The same no-store URL again: its first answer taught the layer to leave it to Foundation.
+        let again = origin.url("/private?again")
+        try fetch(layered, again, expecting: body)
+        try compare("no-store URL requested again (left to Foundation)", iterations: iterations, target: 1.02, cache: cache,
+                    direct: { _ in try fetch(direct, again, expecting: body) },
+                    layered: { _ in try fetch(layered, again, expecting: body) })
     }
 }

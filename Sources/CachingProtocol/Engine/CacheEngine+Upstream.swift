@@ -240,6 +240,11 @@ extension CacheEngine {
             }
             let decision = store(upstream, for: request,
                                  decision: storageDecision(for: upstream.head, request: request, bodyBytes: upstream.body.count))
+            if case .doNotStore = decision, request.byteRange == nil, upstream.status < 500,
+               CachingPolicy.responseDirectives(upstream.headers).noStore {
+                // Nothing of this URL can be stored: its next GETs are Foundation's for a while.
+                noStoreURLs.withLock { $0.insert(request.key, at: now) }
+            }
             let status = cacheStatus(forFetched: upstream.head, decision: decision, forward: forward, now: now)
             let answer = Answer.response(deliverable(upstream.response, status: status), upstream.body)
             return Resolution(answer: answer, outcome: outcome, trip: trip,

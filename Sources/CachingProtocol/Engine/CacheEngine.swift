@@ -29,6 +29,8 @@ final class CacheEngine: Sendable {
     let exchangeSerial = Locked(0)
     /// Background exchanges (stale-while-revalidate) that are still running.
     let backgroundWork = DispatchGroup()
+    /// URLs whose last response said `no-store`, left to Foundation for a while (`passesBy`).
+    let noStoreURLs = Locked(NoStoreURLs())
 
     /// An engine for `configuration` whose upstream sessions never consult the protocol classes
     /// `isCachingProtocol` picks.
@@ -60,6 +62,16 @@ final class CacheEngine: Sendable {
             return Array(upstreams.values)
         }
         for upstream in released { upstream.shutdown() }
+    }
+
+    /// Whether a GET for `key` is left to Foundation because its last response through the
+    /// layer said `no-store` less than `NoStoreURLs.lifetime` ago: nothing of it could be stored,
+    /// so the layer would only add a miss's cost (and buffer its body on Linux). Never in
+    /// offline mode, where every GET must be answered from the cache or fail.
+    func passesBy(key: String) -> Bool {
+        guard !isOffline else { return false }
+        let now = configuration.now()
+        return noStoreURLs.withLock { $0.contains(key, at: now) }
     }
 
     /// Whether a rule says the protocol must leave `request` to Foundation.
@@ -379,5 +391,28 @@ final class CacheEngine: Sendable {
         counters.withLock { counters in
             counters.estimatedBandwidth = counters.estimatedBandwidth.map { $0 * 0.7 + sample * 0.3 } ?? sample
         }
+    }
+}
+
+/// The URLs whose last response said `no-store`, each until a time (`CacheEngine.passesBy`).
+/// Bounded: at `capacity` URLs the expired ones go, and when none has expired, all of them.
+struct NoStoreURLs: Sendable {
+    /// How long a URL stays left to Foundation: 10 minutes, after which its next GET goes
+    /// through the layer again (and is learned again if its response still says `no-store`).
+    static let lifetime: TimeInterval = 600
+    static let capacity = 1_024
+    private var until: [String: Date] = [:]
+
+    func contains(_ key: String, at now: Date) -> Bool {
+        guard let end = until[key] else { return false }
+        return now < end
+    }
+
+    mutating func insert(_ key: String, at now: Date) {
+        if until.count >= Self.capacity, until[key] == nil {
+            until = until.filter { $0.value > now }
+            if until.count >= Self.capacity { until = [:] }
+        }
+        until[key] = now.addingTimeInterval(Self.lifetime)
     }
 }

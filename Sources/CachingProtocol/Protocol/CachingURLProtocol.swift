@@ -87,7 +87,9 @@ public class CachingURLProtocol: URLProtocol {
         let facts = RequestHeaderFacts(request)   // read once: bridging the header fields costs microseconds
         switch RequestDisposition(request, facts: facts) {
         case .cacheable:
-            return true
+            // Unless the URL's last response said `no-store` (`CacheEngine.passesBy`).
+            guard let key = CacheKey.make(for: request) else { return true }
+            return !engine.passesBy(key: key)
         case .range:
             // When the policy stores partial content, or a stored response answers it now;
             // otherwise Foundation sends it.
