@@ -48,12 +48,8 @@ final class AuthenticationPairTests: CachingTestCase {
         let (without, with) = try await pair.observe(delegate: { AppDelegate(credential: credential) }, caching: makeConfiguration()) { session, delegate in
             var results: [String] = []
             for _ in 0..<2 {
-                let done = XCTestExpectation(description: "task completed")
-                delegate.expectCompletion(done)
-                let task = session.dataTask(with: origin.url("/members"))
-                task.resume()
-                await fulfillment(of: [done], timeout: 20)
-                results.append("\((task.response as? HTTPURLResponse)?.statusCode ?? 0)")
+                let response = await runDelegateTask(URLRequest(url: origin.url("/members")), in: session, delegate: delegate)
+                results.append("\(response?.statusCode ?? 0)")
             }
             return results.joined(separator: " ")
         }

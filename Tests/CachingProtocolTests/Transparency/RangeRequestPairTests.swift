@@ -27,12 +27,7 @@ final class RangeRequestPairTests: CachingTestCase {
         rangeRequest.setValue("bytes=8-15", forHTTPHeaderField: "Range")
         let pair = TransparencyPair(origin: origin, loggedHeaders: ["Range"])
         let (without, with) = try await pair.observe(caching: caching) { session, delegate in
-            let done = XCTestExpectation(description: "the range request completed")
-            delegate.expectCompletion(done)
-            let task = session.dataTask(with: rangeRequest)
-            task.resume()
-            await fulfillment(of: [done], timeout: 20)
-            let response = task.response as? HTTPURLResponse
+            let response = await runDelegateTask(rangeRequest, in: session, delegate: delegate)
             return "\(response?.statusCode ?? 0) \(response?.url?.path ?? "-") "
                 + "\(response?.value(forHTTPHeaderField: "Content-Range") ?? "-") \(delegate.received == body.subdata(in: 8..<16))"
         }

@@ -146,3 +146,16 @@ final class AppDelegate: NSObject, URLSessionDataDelegate, Sendable {
         (next ?? done).fulfill()
     }
 }
+
+extension XCTestCase {
+    /// Runs `request` as a data task of `session` (whose delegate is `delegate`) and waits until
+    /// the delegate saw it complete; returns the task's response.
+    func runDelegateTask(_ request: URLRequest, in session: URLSession, delegate: AppDelegate) async -> HTTPURLResponse? {
+        let done = XCTestExpectation(description: "the task completed")
+        delegate.expectCompletion(done)
+        let task = session.dataTask(with: request)
+        task.resume()
+        await fulfillment(of: [done], timeout: 20)
+        return task.response as? HTTPURLResponse
+    }
+}

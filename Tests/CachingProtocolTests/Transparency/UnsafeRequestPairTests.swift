@@ -15,12 +15,7 @@ final class UnsafeRequestPairTests: CachingTestCase {
     private func getThen(_ request: URLRequest, storing path: String, _ session: URLSession,
                          _ delegate: AppDelegate) async -> String {
         _ = try? await session.data(from: origin.url(path))
-        let done = XCTestExpectation(description: "the unsafe request completed")
-        delegate.expectCompletion(done)
-        let task = session.dataTask(with: request)
-        task.resume()
-        await fulfillment(of: [done], timeout: 20)
-        let response = task.response as? HTTPURLResponse
+        let response = await runDelegateTask(request, in: session, delegate: delegate)
         return "\(response?.statusCode ?? 0) \(response?.url?.path ?? "-") \(String(decoding: delegate.received, as: UTF8.self))"
     }
 
