@@ -64,12 +64,13 @@ final class CacheEngine: Sendable {
         for upstream in released { upstream.shutdown() }
     }
 
-    /// Whether a GET for `key` is left to Foundation because its last response through the
-    /// layer said `no-store` less than `NoStoreURLs.lifetime` ago: nothing of it could be stored,
-    /// so the layer would only add a miss's cost (and buffer its body on Linux). Never in
-    /// offline mode, where every GET must be answered from the cache or fail.
-    func passesBy(key: String) -> Bool {
-        guard !isOffline else { return false }
+    /// Whether a GET `request` is left to Foundation because its URL's last response through
+    /// the layer said `no-store` less than `NoStoreURLs.lifetime` ago: nothing of it could be
+    /// stored, so the layer would only add a miss's cost (and buffer its body on Linux). Never in
+    /// offline mode, where every GET must be answered from the cache or fail. Runs in `canInit`
+    /// for every GET: with no such URL learned it costs one lock and builds no key.
+    func passesBy(_ request: URLRequest) -> Bool {
+        guard !noStoreURLs.withLock({ $0.isEmpty }), !isOffline, let key = CacheKey.make(for: request) else { return false }
         let now = configuration.now()
         return noStoreURLs.withLock { $0.contains(key, at: now) }
     }
@@ -402,6 +403,8 @@ struct NoStoreURLs: Sendable {
     static let lifetime: TimeInterval = 600
     static let capacity = 1_024
     private var until: [String: Date] = [:]
+
+    var isEmpty: Bool { until.isEmpty }
 
     func contains(_ key: String, at now: Date) -> Bool {
         guard let end = until[key] else { return false }

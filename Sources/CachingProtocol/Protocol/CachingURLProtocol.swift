@@ -88,8 +88,7 @@ public class CachingURLProtocol: URLProtocol {
         switch RequestDisposition(request, facts: facts) {
         case .cacheable:
             // Unless the URL's last response said `no-store` (`CacheEngine.passesBy`).
-            guard let key = CacheKey.make(for: request) else { return true }
-            return !engine.passesBy(key: key)
+            return !engine.passesBy(request)
         case .range:
             // When the policy stores partial content, or a stored response answers it now;
             // otherwise Foundation sends it.
