@@ -172,8 +172,16 @@ extension CacheEngine {
     private func send(_ request: URLRequest, for exchange: Exchange, listener: ExchangeListener,
                       completion: @escaping @Sendable (Result<UpstreamResponse, Error>) -> Void) {
         guard case .send = exchange.prepareToSend() else { return finish(exchange, with: nil) }
-        let task = upstream(for: exchange.id.settings).send(request, clock: configuration.now, listener: listener,
-                                                             completion: completion)
+        // A GET or HEAD whose waiting loads neither take the body as it arrives nor ask the app
+        // about redirects may be collected by Foundation (`UpstreamClient.send(_:wholeBody:…)`).
+        let method = request.httpMethod ?? "GET"
+        let wholeBody = (method == "GET" || method == "HEAD") && exchange.waiting.allSatisfy { waiting in
+            let client = waiting.waiter.load.client
+            guard !client.streamsBody, case .follow = client.redirects else { return false }
+            return true
+        }
+        let task = upstream(for: exchange.id.settings).send(request, wholeBody: wholeBody, clock: configuration.now,
+                                                             listener: listener, completion: completion)
         if case .cancel(let task) = exchange.upstreamStarted(task) { task.cancel() }
     }
 

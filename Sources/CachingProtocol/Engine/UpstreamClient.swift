@@ -100,14 +100,44 @@ final class UpstreamClient: Sendable {
 
     /// Starts `request` and calls `completion` once with the whole response or the error.
     /// `clock` stamps the request and response dates (RFC 9111 `request_time`/`response_time`).
+    ///
+    /// `wholeBody`: a safe request (GET, HEAD) whose answer nobody needs before it is complete,
+    /// and whose redirects are followed without asking the app. On Linux the task is then made
+    /// with a completion handler, so corelibs collects the body itself; a task with only the
+    /// session delegate gets one delegate-queue operation per received piece of at most 16 KB
+    /// (`_NativeProtocol.notifyDelegate(aboutReceivedData:)`), about 640 thread hand-offs for
+    /// 10 MB. Redirects still reach the session's delegate (corelibs asks
+    /// `URLSessionTask.delegate`, which falls back to it). A challenge (a 401, raised once its
+    /// body is in) cannot be answered there without hanging the task (linux-foundation-notes
+    /// 14), so the request is sent again as a delegate task, which ends with the 401 for the
+    /// app's session to challenge. Elsewhere the flag changes nothing.
     func send(
         _ request: URLRequest,
+        wholeBody: Bool = false,
         clock: @escaping @Sendable () -> Date,
         listener: UpstreamListener?,
         completion: @escaping @Sendable (Result<UpstreamResponse, Error>) -> Void
     ) -> UpstreamTask {
-        let task = session.dataTask(with: request)
-        router.register(task, transfer: Transfer(requestDate: clock(), clock: clock, listener: listener, completion: completion))
+        var transfer = Transfer(requestDate: clock(), clock: clock, listener: listener, completion: completion)
+        let task: URLSessionDataTask
+        #if canImport(FoundationNetworking)
+        if wholeBody {
+            transfer.retryAsDelegateTask = { [self] in
+                _ = send(request, wholeBody: false, clock: clock, listener: listener, completion: completion)
+            }
+            let identifier = Locked<Int?>(nil)
+            task = session.dataTask(with: request) { [router] data, response, error in
+                guard let id = identifier.withLock({ $0 }) else { return }
+                router.complete(id, body: data, response: response, error: error)
+            }
+            identifier.withLock { $0 = task.taskIdentifier }
+        } else {
+            task = session.dataTask(with: request)
+        }
+        #else
+        task = session.dataTask(with: request)
+        #endif
+        router.register(task, transfer: transfer)
         task.resume()
         return UpstreamTask(task: task)
     }
@@ -142,6 +172,12 @@ private struct Transfer {
     var response: HTTPURLResponse?
     var body = Data()
     var streams = false
+    /// Set when the task has a completion handler (Foundation collects the body and hands it
+    /// over whole, `UpstreamClient.send(_:wholeBody:…)`): sends the request again as a delegate
+    /// task, for a challenge.
+    var retryAsDelegateTask: (@Sendable () -> Void)?
+    /// A challenge came: the task is cancelled, and `retryAsDelegateTask` runs when it ends.
+    var retrying = false
     var redirectStatuses: [Int] = []
     var cookieSetOnTheWay = false
     var answeredWithCredential = false
@@ -166,6 +202,22 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
 
     func register(_ task: URLSessionTask, transfer: Transfer) {
         transfers.withLock { $0[task.taskIdentifier] = transfer }
+    }
+
+    /// A task with a completion handler ended: its whole response, or the error.
+    func complete(_ taskIdentifier: Int, body: Data?, response: URLResponse?, error: Error?) {
+        guard var transfer = transfers.withLock({ $0.removeValue(forKey: taskIdentifier) }) else { return }
+        if transfer.retrying, let retry = transfer.retryAsDelegateTask {
+            return retry()
+        }
+        if let error {
+            return transfer.completion(.failure(error))
+        }
+        guard let response = response as? HTTPURLResponse else {
+            return transfer.completion(.failure(URLError(.badServerResponse)))
+        }
+        transfer.body = body ?? Data()
+        transfer.completion(.success(transfer.finished(with: response)))
     }
 
     func urlSession(
@@ -218,6 +270,12 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
             return (transfer, true)
         }
         guard let transfer else { return completionHandler(.performDefaultHandling, nil) }
+        if transfer.retryAsDelegateTask != nil {
+            // A completion-handler task: cancelled, it ends, and the request goes again as a
+            // delegate task (`UpstreamClient.send(_:wholeBody:…)`).
+            transfers.withLock { $0[task.taskIdentifier]?.retrying = true }
+            return completionHandler(.cancelAuthenticationChallenge, nil)
+        }
         if finishedEarly, let response = transfer.response {
             // The 401 (or 407) and its body are here: they are the answer. Left to default
             // handling, corelibs would never complete the task (linux-foundation-notes 14).

@@ -1,0 +1,65 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// The upstream client on its own, against the loopback origin: a request nobody needs before
+/// it is complete is collected by Foundation (a completion-handler task on Linux), and a
+/// challenge still ends with the 401 and its body, never a hang.
+final class UpstreamClientTests: XCTestCase {
+    private var origin: LoopbackOrigin!
+    private var client: UpstreamClient!
+
+    override func setUpWithError() throws {
+        origin = try LoopbackOrigin()
+        client = UpstreamClient(configuration: SessionSettings.standard.upstreamConfiguration { $0 == CachingURLProtocol.self })
+    }
+
+    override func tearDown() {
+        client.shutdown()
+        origin.stop()
+    }
+
+    private func send(_ path: String, wholeBody: Bool) async throws -> UpstreamResponse {
+        let answered = expectation(description: "answered")
+        let result = Locked<Result<UpstreamResponse, Error>?>(nil)
+        _ = client.send(URLRequest(url: origin.url(path)), wholeBody: wholeBody, clock: { Date() }, listener: nil) { outcome in
+            result.withLock { $0 = outcome }
+            answered.fulfill()
+        }
+        await fulfillment(of: [answered], timeout: 20)
+        return try XCTUnwrap(result.withLock { $0 }).get()
+    }
+
+    func testAWholeBodyArrivesByteForByteAndRedirectsAreFollowed() async throws {
+        let body = Data.pattern(3 << 20)
+        origin.handle("/old") { _ in OriginResponse(status: 301, headers: [HTTPField("Location", "/big")]) }
+        origin.handle("/big") { _ in OriginResponse(status: 200, headers: [HTTPField("ETag", "\"b\"")], body: body) }
+        for wholeBody in [true, false] {
+            let response = try await send("/old", wholeBody: wholeBody)
+            XCTAssertEqual(response.status, 200, "wholeBody \(wholeBody)")
+            XCTAssertEqual(response.body, body, "wholeBody \(wholeBody)")
+            XCTAssertEqual(response.head.redirectStatuses, [301], "the session delegate saw the redirect (wholeBody \(wholeBody))")
+            XCTAssertEqual(response.headers["ETag"], "\"b\"")
+        }
+    }
+
+    func testAChallengeEndsWithThe401AndItsBody() async throws {
+        origin.handle("/members") { _ in
+            OriginResponse(status: 401, headers: [HTTPField("WWW-Authenticate", "Basic realm=\"members\"")],
+                           body: Data("who are you?".utf8))
+        }
+        for wholeBody in [true, false] {
+            origin.resetLog()
+            let response = try await send("/members", wholeBody: wholeBody)
+            XCTAssertEqual(response.status, 401, "wholeBody \(wholeBody)")
+            XCTAssertEqual(String(decoding: response.body, as: UTF8.self), "who are you?", "wholeBody \(wholeBody)")
+            // A completion-handler task cannot end with the 401 itself: it is sent again as a
+            // delegate task (one more request to the origin, only for a challenge).
+            XCTAssertEqual(origin.requests(to: "/members").count, wholeBody ? 2 : 1, "wholeBody \(wholeBody)")
+        }
+    }
+}
