@@ -118,12 +118,26 @@ final class UpstreamClient: Sendable {
         listener: UpstreamListener?,
         completion: @escaping @Sendable (Result<UpstreamResponse, Error>) -> Void
     ) -> UpstreamTask {
+        start(request, wholeBody: wholeBody, clock: clock, listener: listener, completion: completion, as: UpstreamTask())
+    }
+
+    /// `send`, with the handle the caller cancels through: a retried request's task joins it.
+    private func start(
+        _ request: URLRequest,
+        wholeBody: Bool,
+        clock: @escaping @Sendable () -> Date,
+        listener: UpstreamListener?,
+        completion: @escaping @Sendable (Result<UpstreamResponse, Error>) -> Void,
+        as handle: UpstreamTask
+    ) -> UpstreamTask {
         var transfer = Transfer(requestDate: clock(), clock: clock, listener: listener, completion: completion)
         let task: URLSessionDataTask
         #if canImport(FoundationNetworking)
         if wholeBody {
             transfer.retryAsDelegateTask = { [self] in
-                _ = send(request, wholeBody: false, clock: clock, listener: listener, completion: completion)
+                // Not when the caller cancelled meanwhile: then the cancellation is the answer.
+                guard !handle.isCancelled else { return completion(.failure(URLError(.cancelled))) }
+                _ = start(request, wholeBody: false, clock: clock, listener: listener, completion: completion, as: handle)
             }
             let identifier = Locked<Int?>(nil)
             task = session.dataTask(with: request) { [router] data, response, error in
@@ -138,8 +152,9 @@ final class UpstreamClient: Sendable {
         task = session.dataTask(with: request)
         #endif
         router.register(task, transfer: transfer)
+        handle.adopt(task)
         task.resume()
-        return UpstreamTask(task: task)
+        return handle
     }
 
     /// Lets running transfers finish, then releases the session.
@@ -148,17 +163,33 @@ final class UpstreamClient: Sendable {
     }
 }
 
-/// A running upstream request; cancelling it ends its transfer with `URLError.cancelled`.
-struct UpstreamTask: @unchecked Sendable {
-    // @unchecked: URLSessionTask is thread-safe for `cancel()` but not declared Sendable on Linux.
-    fileprivate let task: URLSessionTask
+/// A running upstream request; cancelling it ends its transfer with `URLError.cancelled`. A
+/// class, so that a request sent again (`UpstreamClient.send(_:wholeBody:…)`) is cancelled
+/// through the same handle.
+final class UpstreamTask: Sendable {
+    private struct State {
+        var task: URLSessionTask?
+        var isCancelled = false
+    }
+    private let state = Locked(State())
+
+    var isCancelled: Bool { state.withLock { $0.isCancelled } }
+
+    /// Makes `task` the one a cancel reaches (cancelled at once when the handle already is).
+    fileprivate func adopt(_ task: URLSessionTask) {
+        if state.withLock({ $0.task = task; return $0.isCancelled }) { cancel() }
+    }
 
     /// Cancels the transfer from another queue, never on the caller's: a load is cancelled from
     /// `stopLoading` on the app session's queue, and on Linux every session's queue targets one
     /// serial queue, so cancelling (a `sync` onto the upstream session's queue) from there
     /// deadlocks.
     func cancel() {
-        DispatchQueue.global(qos: .utility).async { [task] in task.cancel() }
+        let task = state.withLock { state -> URLSessionTask? in
+            state.isCancelled = true
+            return state.task
+        }
+        DispatchQueue.global(qos: .utility).async { task?.cancel() }
     }
 }
 

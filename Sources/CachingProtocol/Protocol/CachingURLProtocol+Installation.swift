@@ -197,7 +197,7 @@ enum Registration {
     static func probeSharedSession() -> RegistrationStatus {
         #if canImport(FoundationNetworking)
         let probe = URLRequest(url: probeURL)
-        let chosen = (URLSession.shared.configuration.protocolClasses ?? []).first { candidate in
+        let chosen: AnyClass? = (URLSession.shared.configuration.protocolClasses ?? []).first { candidate in
             (candidate as? URLProtocol.Type)?.canInit(with: probe) == true
         }
         guard let chosen else { return .active }   // the registered classes decide, ours among them

@@ -62,4 +62,21 @@ final class UpstreamClientTests: XCTestCase {
             XCTAssertEqual(origin.requests(to: "/members").count, wholeBody ? 2 : 1, "wholeBody \(wholeBody)")
         }
     }
+
+    func testCancellingAWholeBodyRequestEndsItAsCancelled() async throws {
+        origin.handle("/slow") { _ in OriginResponse(status: 200, body: Data("late".utf8), fault: .stall(30)) }
+        let answered = expectation(description: "answered")
+        let result = Locked<Result<UpstreamResponse, Error>?>(nil)
+        let task = client.send(URLRequest(url: origin.url("/slow")), wholeBody: true, clock: { Date() }, listener: nil) { outcome in
+            result.withLock { $0 = outcome }
+            answered.fulfill()
+        }
+        task.cancel()
+        XCTAssertTrue(task.isCancelled)
+        await fulfillment(of: [answered], timeout: 10)
+        XCTAssertThrowsError(try XCTUnwrap(result.withLock { $0 }).get()) { error in
+            XCTAssertEqual((error as? URLError)?.code, .cancelled)
+        }
+        XCTAssertLessThanOrEqual(origin.requests(to: "/slow").count, 1, "nothing is sent again after a cancel")
+    }
 }
