@@ -104,51 +104,63 @@ package struct CacheControl: Sendable, Equatable {
     }
 
     /// Splits a list of directives at commas outside quoted strings; names and unquoted values
-    /// are trimmed; quoted values are unescaped.
+    /// are trimmed; quoted values are unescaped. Works on the value's bytes, as HTTP does: read
+    /// as `Character`s, a comma after a prepending mark (U+070F, found by the fuzzer) or before a
+    /// combining one is part of a larger character and would not separate two directives.
     package static func directives(in value: String) -> [(name: Substring, argument: Substring?)] {
+        let bytes = value.utf8
+        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        /// `value[range]` without the spaces and tabs at either end (cuts fall between bytes
+        /// that are ASCII, so always on scalar boundaries).
+        func trimmed(_ start: String.Index, _ end: String.Index) -> Substring {
+            var start = start, end = end
+            while start < end, isSpace(bytes[start]) { start = bytes.index(after: start) }
+            while start < end, isSpace(bytes[bytes.index(before: end)]) { end = bytes.index(before: end) }
+            return value[start..<end]
+        }
         var result: [(Substring, Substring?)] = []
-        var index = value.startIndex
-        let end = value.endIndex
+        var index = bytes.startIndex
+        let end = bytes.endIndex
         while index < end {
             // Skip separators and whitespace.
-            while index < end, value[index] == "," || value[index] == " " || value[index] == "\t" {
-                index = value.index(after: index)
+            while index < end, bytes[index] == UInt8(ascii: ",") || isSpace(bytes[index]) {
+                index = bytes.index(after: index)
             }
             guard index < end else { break }
             let nameStart = index
-            while index < end, value[index] != "=", value[index] != "," {
-                index = value.index(after: index)
+            while index < end, bytes[index] != UInt8(ascii: "="), bytes[index] != UInt8(ascii: ",") {
+                index = bytes.index(after: index)
             }
-            let name = trimmed(value[nameStart..<index])
+            let name = trimmed(nameStart, index)
             var argument: Substring?
-            if index < end, value[index] == "=" {
-                index = value.index(after: index)
-                while index < end, value[index] == " " || value[index] == "\t" {
-                    index = value.index(after: index)
+            if index < end, bytes[index] == UInt8(ascii: "=") {
+                index = bytes.index(after: index)
+                while index < end, isSpace(bytes[index]) {
+                    index = bytes.index(after: index)
                 }
-                if index < end, value[index] == "\"" {
-                    index = value.index(after: index)
-                    var unescaped = ""
-                    while index < end, value[index] != "\"" {
-                        if value[index] == "\\" {
-                            index = value.index(after: index)
+                if index < end, bytes[index] == UInt8(ascii: "\"") {
+                    index = bytes.index(after: index)
+                    var unescaped: [UInt8] = []
+                    while index < end, bytes[index] != UInt8(ascii: "\"") {
+                        if bytes[index] == UInt8(ascii: "\\") {
+                            index = bytes.index(after: index)
                             guard index < end else { break }
                         }
-                        unescaped.append(value[index])
-                        index = value.index(after: index)
+                        unescaped.append(bytes[index])
+                        index = bytes.index(after: index)
                     }
-                    if index < end { index = value.index(after: index) }
-                    argument = Substring(unescaped)
+                    if index < end { index = bytes.index(after: index) }
+                    argument = Substring(String(decoding: unescaped, as: UTF8.self))
                     // Ignore anything between the closing quote and the next comma.
-                    while index < end, value[index] != "," {
-                        index = value.index(after: index)
+                    while index < end, bytes[index] != UInt8(ascii: ",") {
+                        index = bytes.index(after: index)
                     }
                 } else {
                     let argumentStart = index
-                    while index < end, value[index] != "," {
-                        index = value.index(after: index)
+                    while index < end, bytes[index] != UInt8(ascii: ",") {
+                        index = bytes.index(after: index)
                     }
-                    argument = trimmed(value[argumentStart..<index])
+                    argument = trimmed(argumentStart, index)
                 }
             }
             if !name.isEmpty {
@@ -156,12 +168,5 @@ package struct CacheControl: Sendable, Equatable {
             }
         }
         return result
-    }
-
-    private static func trimmed(_ text: Substring) -> Substring {
-        var text = text
-        while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
-        while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
-        return text
     }
 }

@@ -92,6 +92,37 @@ package struct HTTPHeaders: Sendable, Equatable {
     }
 }
 
+extension HTTPHeaders {
+    /// The members of a list-valued field (`Vary`, `Connection`, `Accept-Language`, … RFC 9110
+    /// §5.6.1), split at `separator` and trimmed of spaces and tabs; empty members are left out
+    /// unless `omittingEmpty` is false. Splits on the separator's byte: read as `Character`s, a
+    /// comma after a prepending mark (U+070F) or before a combining one is part of a larger
+    /// character and would not separate two members (the fuzzer found it in `Cache-Control`).
+    package static func listMembers(_ value: Substring, separator: UInt8 = UInt8(ascii: ","),
+                                    omittingEmpty: Bool = true) -> [Substring] {
+        let bytes = value.utf8
+        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        var members: [Substring] = []
+        var start = bytes.startIndex
+        func add(upTo end: String.Index) {
+            var first = start, last = end
+            while first < last, isSpace(bytes[first]) { first = bytes.index(after: first) }
+            while first < last, isSpace(bytes[bytes.index(before: last)]) { last = bytes.index(before: last) }
+            if first < last || !omittingEmpty { members.append(value[first..<last]) }
+        }
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            if bytes[index] == separator {
+                add(upTo: index)
+                start = bytes.index(after: index)
+            }
+            index = bytes.index(after: index)
+        }
+        add(upTo: bytes.endIndex)
+        return members
+    }
+}
+
 extension String {
     /// ASCII case-insensitive equality: HTTP field names, methods and schemes are ASCII tokens,
     /// so this avoids the Unicode case mapping `lowercased()` does (and its allocation). Equal

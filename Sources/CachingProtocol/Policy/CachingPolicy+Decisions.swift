@@ -180,7 +180,7 @@ extension CachingPolicy {
         // RFC 9111 §5.2.2.3: with `must-understand`, a status the cache understands overrides
         // `no-store` (which is there for caches that do not understand it).
         if directives.noStore, !directives.mustUnderstand { return .doNotStore(reason: "no-store") }
-        if let vary = headers["Vary"], vary.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "*" }) {
+        if let vary = headers["Vary"], HTTPHeaders.listMembers(vary[...]).contains("*") {
             return .doNotStore(reason: "Vary: *")
         }
         if request.credentialFingerprint != nil, !storesCredentialedResponses, !directives.isPublic {
@@ -279,8 +279,7 @@ extension CachingPolicy {
     /// which a cache ignores. Values beyond 2^31 count as 2^31.
     static func ageValue(_ headers: HTTPHeaders) -> Int? {
         guard let value = headers["Age"] else { return nil }
-        let first = value.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        return CacheControl.deltaSeconds(Substring(first.trimmingCharacters(in: .whitespaces)))
+        return CacheControl.deltaSeconds(HTTPHeaders.listMembers(value[...], omittingEmpty: false).first ?? "")
     }
 
     /// The fields of a response as a cache stores them (RFC 9111 §3.1): without `Connection`
@@ -289,7 +288,7 @@ extension CachingPolicy {
     static func storableHeaders(_ headers: HTTPHeaders) -> HTTPHeaders {
         var named = hopByHopFields
         for list in headers.fields where list.name.isEqualIgnoringASCIICase("Connection") {
-            named += list.value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            named += HTTPHeaders.listMembers(list.value[...]).map(String.init)
         }
         guard named.contains(where: headers.contains) else { return headers }
         var stored = headers
@@ -342,9 +341,8 @@ extension CachingPolicy {
     /// The request header values the response's `Vary` names, as an entry stores them.
     package static func varyFields(for headers: HTTPHeaders, request: CacheRequest) -> [CacheEntry.VaryField] {
         guard let vary = headers["Vary"] else { return [] }
-        return vary.split(separator: ",").compactMap { name in
-            let name = name.trimmingCharacters(in: .whitespaces).lowercased()
-            guard !name.isEmpty else { return nil }
+        return HTTPHeaders.listMembers(vary[...]).map { member in
+            let name = member.lowercased()
             return CacheEntry.VaryField(name: name, value: varyValue(name, of: request))
         }
     }
@@ -391,8 +389,8 @@ struct LanguagePreferences: Equatable {
 
     init(_ value: String) {
         var ranges: [(String, Double)] = []
-        for member in value.split(separator: ",") {
-            let parts = member.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+        for member in HTTPHeaders.listMembers(value[...]) {
+            let parts = HTTPHeaders.listMembers(member, separator: UInt8(ascii: ";"))
             guard let range = parts.first?.lowercased(), !range.isEmpty else { continue }
             var weight = 1.0
             for parameter in parts.dropFirst() where parameter.lowercased().hasPrefix("q=") {

@@ -24,6 +24,35 @@ final class FuzzFindingsTests: XCTestCase {
 }
 
 extension FuzzFindingsTests {
+    /// A comma after U+070F (a prepending mark) was one `Character` with it, so the
+    /// `Character`-based splitters did not see it: `CacheControl.directives` returned a
+    /// directive name with a comma in it (the fuzzer's invariant), and `Vary: x\u{70F}, *` was
+    /// not seen as `Vary: *`. Field values are now split on their bytes.
+    func testACommaNextToAMarkStillSeparatesListMembers() throws {
+        let prepended = "no-store\u{70F}, max-age=60"
+        XCTAssertEqual(CacheControl.directives(in: prepended).map { String($0.name) }, ["no-store\u{70F}", "max-age"])
+        XCTAssertEqual(CacheControl(prepended).maxAge, 60)
+        // A combining mark after the comma used to join the comma to the next directive.
+        XCTAssertEqual(CacheControl("max-age=5,\u{301}no-cache").maxAge, 5)
+
+        let vary = HTTPHeaders(["Vary": "x\u{70F}, *", "Cache-Control": "max-age=60"])
+        let decision = CachingPolicy.heuristic().storageDecision(for: PolicyFixtures.request(), status: 200, headers: vary,
+                                                                 requestDate: PolicyFixtures.start, responseDate: PolicyFixtures.start)
+        XCTAssertEqual(decision, .doNotStore(reason: "Vary: *"))
+        XCTAssertEqual(HTTPHeaders.listMembers("a\u{70F}, b ,, c\t"), ["a\u{70F}", "b", "c"])
+        XCTAssertEqual(HTTPHeaders.listMembers(", 5", omittingEmpty: false), ["", "5"])
+
+        // The input the fuzzer saved, replayed through its target's invariants.
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fuzz/corpus/http/finding-cache-control-prepend-comma")
+        let input = try Data(contentsOf: url)
+        let text = String(decoding: input.dropFirst(), as: UTF8.self)
+        for (name, _) in CacheControl.directives(in: text) {
+            XCTAssertFalse(name.contains(",") || name.contains("="), "directive name \(name)")
+        }
+    }
+
     /// A journal (or snapshot) record with a huge file size, checksummed correctly, made
     /// `DiskIndex.load` overflow the index's byte count and trap: opening such a cache crashed.
     func testHugeFileSizesInTheIndexAreDamageNotACrash() throws {
