@@ -333,9 +333,10 @@ extension CacheEngine {
     }
 
     /// Stores what the origin sent when `decision` allows it; otherwise drops the variant the
-    /// request would have matched, so an outdated copy is never served again. A `206` is stored
-    /// only as the answer to a request for one byte range, and combined with the part stored
-    /// before where they describe the same representation (`CachingPolicy.partialContentToStore`).
+    /// request would have matched, so an outdated copy is never served again. A `206` (which the
+    /// policy lets through only for a request for one byte range) is combined with the part
+    /// stored before where they describe the same representation
+    /// (`CachingPolicy.partialContentToStore`).
     /// Returns the decision as carried out (a part that is not stored: `doNotStore`).
     private func store(_ upstream: UpstreamResponse, for request: CacheRequest, decision: StorageDecision) -> StorageDecision {
         guard case .store(let lifetime, let initialAge) = decision else {
@@ -361,7 +362,7 @@ extension CacheEngine {
             return decision
         }
         let stored = CachingPolicy.matchingVariant(in: store.peek(request.key), for: request)
-        guard request.byteRange != nil, let part = CachingPolicy.partialContentToStore(entry, over: stored) else {
+        guard let part = CachingPolicy.partialContentToStore(entry, over: stored) else {
             return .doNotStore(reason: "a part that cannot be stored or adds nothing to what is stored")
         }
         store.storeVariant(part, key: request.key, memoryOnly: CachingPolicy.isKeptInMemoryOnly(headers))

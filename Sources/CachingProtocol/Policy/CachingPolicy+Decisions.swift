@@ -173,6 +173,9 @@ extension CachingPolicy {
             return .doNotStore(reason: "redirect not followed")
         }
         if request.directives.noStore { return .doNotStore(reason: "request no-store") }
+        // A part is stored only as the answer to a request for one byte range (RFC 9111 §3.3):
+        // it could never answer a request for the whole (`matchingVariant`).
+        if status == 206, request.byteRange == nil { return .doNotStore(reason: "206 to a request for the whole") }
         let directives = Self.responseDirectives(headers)
         if directives.mustUnderstand, !Self.understoodStatusCodes.contains(status) {
             return .doNotStore(reason: "must-understand with status \(status)")

@@ -9,13 +9,15 @@ final class StorageDecisionTests: XCTestCase {
         let name: String
         let headers: [String: String]
         var status = 200
+        /// Request header fields (none by default).
+        var request: [String: String] = [:]
         /// Expected freshness lifetime, or nil for "not stored".
         let lifetime: TimeInterval?
     }
 
     private func check(_ cases: [Case], policy: CachingPolicy, file: StaticString = #filePath, line: UInt = #line) {
         for testCase in cases {
-            let entry = F.entry(testCase.headers, status: testCase.status, policy: policy)
+            let entry = F.entry(testCase.headers, status: testCase.status, policy: policy, request: F.request(testCase.request))
             XCTAssertEqual(entry?.freshnessLifetime, testCase.lifetime, testCase.name, file: file, line: line)
         }
     }
@@ -70,7 +72,9 @@ final class StorageDecisionTests: XCTestCase {
             Case(name: "404 with max-age is stored", headers: ["Cache-Control": "max-age=60"], status: 404, lifetime: 60),
             Case(name: "404 with Last-Modified gets heuristic freshness", headers: ["Last-Modified": F.httpDate(-1000), "Date": F.httpDate(0)], status: 404, lifetime: 100),
             Case(name: "500 without explicit freshness is not stored", headers: ["Last-Modified": F.httpDate(-1000)], status: 500, lifetime: nil),
-            Case(name: "206 is stored (as a part, when it answers a range request)", headers: ["Cache-Control": "max-age=60"], status: 206, lifetime: 60),
+            Case(name: "206 to a range request is stored (as a part)", headers: ["Cache-Control": "max-age=60"], status: 206,
+                 request: ["Range": "bytes=0-9"], lifetime: 60),
+            Case(name: "206 to a request for the whole is not stored", headers: ["Cache-Control": "max-age=60"], status: 206, lifetime: nil),
             Case(name: "max-age", headers: ["Cache-Control": "max-age=60"], lifetime: 60),
         ], policy: .rfc9111)
     }
