@@ -110,14 +110,6 @@ package struct CacheControl: Sendable, Equatable {
     package static func directives(in value: String) -> [(name: Substring, argument: Substring?)] {
         let bytes = value.utf8
         func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-        /// `value[range]` without the spaces and tabs at either end (cuts fall between bytes
-        /// that are ASCII, so always on scalar boundaries).
-        func trimmed(_ start: String.Index, _ end: String.Index) -> Substring {
-            var start = start, end = end
-            while start < end, isSpace(bytes[start]) { start = bytes.index(after: start) }
-            while start < end, isSpace(bytes[bytes.index(before: end)]) { end = bytes.index(before: end) }
-            return value[start..<end]
-        }
         var result: [(Substring, Substring?)] = []
         var index = bytes.startIndex
         let end = bytes.endIndex
@@ -131,7 +123,7 @@ package struct CacheControl: Sendable, Equatable {
             while index < end, bytes[index] != UInt8(ascii: "="), bytes[index] != UInt8(ascii: ",") {
                 index = bytes.index(after: index)
             }
-            let name = trimmed(nameStart, index)
+            let name = value[nameStart..<index].trimmingOWS
             var argument: Substring?
             if index < end, bytes[index] == UInt8(ascii: "=") {
                 index = bytes.index(after: index)
@@ -160,7 +152,7 @@ package struct CacheControl: Sendable, Equatable {
                     while index < end, bytes[index] != UInt8(ascii: ",") {
                         index = bytes.index(after: index)
                     }
-                    argument = trimmed(argumentStart, index)
+                    argument = value[argumentStart..<index].trimmingOWS
                 }
             }
             if !name.isEmpty {

@@ -101,14 +101,11 @@ extension HTTPHeaders {
     package static func listMembers(_ value: Substring, separator: UInt8 = UInt8(ascii: ","),
                                     omittingEmpty: Bool = true) -> [Substring] {
         let bytes = value.utf8
-        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         var members: [Substring] = []
         var start = bytes.startIndex
         func add(upTo end: String.Index) {
-            var first = start, last = end
-            while first < last, isSpace(bytes[first]) { first = bytes.index(after: first) }
-            while first < last, isSpace(bytes[bytes.index(before: last)]) { last = bytes.index(before: last) }
-            if first < last || !omittingEmpty { members.append(value[first..<last]) }
+            let member = value[start..<end].trimmingOWS
+            if !member.isEmpty || !omittingEmpty { members.append(member) }
         }
         var index = bytes.startIndex
         while index < bytes.endIndex {
@@ -120,6 +117,19 @@ extension HTTPHeaders {
         }
         add(upTo: bytes.endIndex)
         return members
+    }
+}
+
+extension Substring {
+    /// Without the spaces and tabs at either end (RFC 9110's optional whitespace, OWS), cut on
+    /// bytes: both are ASCII, so the cuts fall on scalar boundaries whatever the text holds.
+    package var trimmingOWS: Substring {
+        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        let bytes = utf8
+        var first = bytes.startIndex, last = bytes.endIndex
+        while first < last, isSpace(bytes[first]) { first = bytes.index(after: first) }
+        while first < last, isSpace(bytes[bytes.index(before: last)]) { last = bytes.index(before: last) }
+        return self[first..<last]
     }
 }
 

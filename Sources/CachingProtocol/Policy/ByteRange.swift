@@ -16,27 +16,18 @@ package struct ByteRange: Sendable, Equatable {
     /// The range a `Range` field value asks for, or nil when it is not a single byte range.
     /// Reads the value's bytes directly (no Foundation trimming: this runs in `canInit`).
     package init?(_ value: String) {
-        var bytes = Substring(value).utf8[...]
-        func trimSpaces(_ part: inout Substring.UTF8View.SubSequence) {
-            while let first = part.first, first == 0x20 || first == 0x09 { part.removeFirst() }
-            while let last = part.last, last == 0x20 || last == 0x09 { part.removeLast() }
-        }
-        trimSpaces(&bytes)
-        guard let equals = bytes.firstIndex(of: UInt8(ascii: "=")) else { return nil }
-        var unit = bytes[..<equals]
-        trimSpaces(&unit)
+        let text = value[...].trimmingOWS
+        guard let equals = text.utf8.firstIndex(of: UInt8(ascii: "=")) else { return nil }
+        let unit = text[..<equals].trimmingOWS.utf8
         guard unit.count == 5, zip(unit, "bytes".utf8).allSatisfy({ asciiLowercased($0) == $1 }) else { return nil }
-        var spec = bytes[bytes.index(after: equals)...]
-        trimSpaces(&spec)
-        guard !spec.contains(UInt8(ascii: ",")), let dash = spec.firstIndex(of: UInt8(ascii: "-")) else { return nil }
-        var first = spec[..<dash]
-        var last = spec[spec.index(after: dash)...]
-        trimSpaces(&first)
-        trimSpaces(&last)
-        func number(_ digits: Substring.UTF8View.SubSequence) -> Int? {
-            guard !digits.isEmpty, digits.count <= 18 else { return nil }
+        let spec = text[text.utf8.index(after: equals)...].trimmingOWS
+        guard !spec.utf8.contains(UInt8(ascii: ",")), let dash = spec.utf8.firstIndex(of: UInt8(ascii: "-")) else { return nil }
+        let first = spec[..<dash].trimmingOWS
+        let last = spec[spec.utf8.index(after: dash)...].trimmingOWS
+        func number(_ digits: Substring) -> Int? {
+            guard !digits.isEmpty, digits.utf8.count <= 18 else { return nil }
             var result = 0
-            for digit in digits {
+            for digit in digits.utf8 {
                 guard (0x30...0x39).contains(digit) else { return nil }
                 result = result * 10 + Int(digit - 0x30)
             }
