@@ -221,11 +221,18 @@ struct CallingThreadExecutor: ClientExecutor {
 /// own HTTP protocol calls its client only from that queue, so this does the same; the delivery
 /// lock still orders the calls against `stopLoading`. Without the queue (a corelibs release
 /// that renamed it, see `TaskWorkQueue`) deliveries run on the thread that asks, as before.
+///
+/// `sync`, not `async`: the delivery runs on the calling thread as soon as the queue (and the one
+/// serial queue all of corelibs' session queues target) is free, so it takes no thread hand-off;
+/// the hand-off cost a miss about 28 µs (`Docs/benchmarks.md`). Never asked for on that queue
+/// itself, where `sync` would deadlock: a delivery from inside `startLoading` runs at once
+/// (`onCallingThread`), `stopLoading` and `canInit` deliver nothing, and every other delivery
+/// comes from the engine's queue or the upstream session's delegate queue.
 struct TaskQueueExecutor: ClientExecutor {
     let queue: DispatchQueue?
 
     func run(_ work: @escaping @Sendable () -> Void) {
-        if let queue { queue.async(execute: work) } else { work() }
+        if let queue { queue.sync(execute: work) } else { work() }
     }
 }
 #endif
