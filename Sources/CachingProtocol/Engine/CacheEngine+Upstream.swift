@@ -254,7 +254,7 @@ extension CacheEngine {
                 noStoreURLs.withLock { $0.insert(request.key, at: now) }
             }
             let status = cacheStatus(forFetched: upstream.head, decision: decision, forward: forward, now: now)
-            let answer = Answer.response(deliverable(upstream.response, status: status), upstream.body)
+            let answer = Answer.response(deliverable(upstream.head, status: status), upstream.body)
             return Resolution(answer: answer, outcome: outcome, trip: trip,
                               isPrivateToStarter: upstream.head.answeredWithCredential)
         }
@@ -271,7 +271,7 @@ extension CacheEngine {
             trip.originStatus = upstream.status
             trip.bytes += upstream.body.count
             let status = CacheStatus(forward: forward, forwardStatus: upstream.status)
-            return Resolution(answer: .response(deliverable(upstream.response, status: status), upstream.body),
+            return Resolution(answer: .response(deliverable(upstream.head, status: status), upstream.body),
                               outcome: .fetched, trip: trip)
         }
     }
@@ -396,9 +396,10 @@ extension CacheEngine {
     }
 
     /// The origin's response as the app sees it: untouched, plus `Cache-Status` when enabled.
-    func deliverable(_ response: HTTPURLResponse, status: CacheStatus) -> HTTPURLResponse {
+    func deliverable(_ head: UpstreamHead, status: CacheStatus) -> HTTPURLResponse {
+        let response = head.response
         guard configuration.addsCacheStatus, let url = response.url else { return response }
-        var headers = HTTPHeaders(response.allHeaderFields)
+        var headers = head.headers
         headers.set("Cache-Status", status.headerValue)
         return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1",
                                headerFields: headers.dictionary) ?? response
@@ -480,7 +481,7 @@ final class ExchangeListener: UpstreamListener {
         guard !clients.isEmpty else { return false }
         let status = engine.cacheStatus(forFetched: head, decision: engine.storageDecision(for: head, request: request),
                                         forward: forward, now: now)
-        let response = engine.deliverable(head.response, status: status)
+        let response = engine.deliverable(head, status: status)
         state.withLock { $0.streamingTo = clients.map(\.load.client) }
         for waiter in clients { waiter.load.client.receiveHead(response) }
         return true

@@ -35,7 +35,7 @@ final class Exchange: Sendable {
             case .unsafe: operation = "unsafe"
             case .revalidate(_, let conditions): operation = "revalidate \(conditions.ifNoneMatch ?? "") \(conditions.ifModifiedSince ?? "")"
             }
-            return "\(operation)\n\(request.key)\n\(request.mode)\n\(StableHash.hash(headers))"
+            return "\(operation)\n\(request.key)\n\(request.mode.rawValue)\n\(StableHash.hash(headers))"
         }
     }
 

@@ -20,17 +20,17 @@ import FoundationNetworking
 ///   configuration, so every setting the platform honours applies to the cache's own requests
 ///   too; only what the cache must own differs (see there).
 struct SessionSettings: Sendable, Hashable {
-    /// The app's configuration as it was when recorded (a copy, never mutated).
-    private let snapshot: ConfigurationSnapshot
-    /// What makes two configurations different for the cache: the fields below, compared
-    /// instead of the configuration object (which compares by identity).
-    private let fingerprint: Fingerprint
+    /// The recorded configuration, its fingerprint and the fingerprint's hash, in one object:
+    /// settings are copied and compared on every request (bindings, loads, the keys of upstream
+    /// sessions and exchanges), and a copy is then one retain, a hash one integer.
+    private let recorded: RecordedConfiguration
+    /// What makes two configurations different for the cache: the fields of `Fingerprint`,
+    /// compared instead of the configuration object (which compares by identity).
+    private var fingerprint: Fingerprint { recorded.fingerprint }
 
     /// The settings of a session made from `configuration`.
     init(_ configuration: URLSessionConfiguration) {
-        let copy = configuration.copy() as! URLSessionConfiguration
-        snapshot = ConfigurationSnapshot(configuration: copy)
-        fingerprint = Fingerprint(copy)
+        recorded = RecordedConfiguration(configuration: configuration.copy() as! URLSessionConfiguration)
     }
 
     /// The settings of `URLSessionConfiguration.default`: those of `URLSession.shared`, and of
@@ -58,7 +58,7 @@ struct SessionSettings: Sendable, Hashable {
     func apply(to request: URLRequest, addingCookies: Bool = addsSessionCookies) -> URLRequest {
         // A request without a URL is not the cache's; corelibs traps when one is changed.
         guard request.url != nil else { return request }
-        let configuration = snapshot.configuration
+        let configuration = recorded.configuration
         var request = request
         for (name, value) in fingerprint.additionalHeaders where request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
@@ -99,7 +99,7 @@ struct SessionSettings: Sendable, Hashable {
     ///   On Linux the upstream session follows redirects itself and sets the jar's cookies on
     ///   every hop (the first hop's are the ones the app's session already set).
     func upstreamConfiguration(leavingOut isCachingProtocol: (AnyClass) -> Bool) -> URLSessionConfiguration {
-        let configuration = snapshot.configuration.copy() as! URLSessionConfiguration
+        let configuration = recorded.configuration.copy() as! URLSessionConfiguration
         configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { !isCachingProtocol($0) }
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
@@ -110,21 +110,27 @@ struct SessionSettings: Sendable, Hashable {
     }
 
     static func == (lhs: SessionSettings, rhs: SessionSettings) -> Bool {
-        lhs.fingerprint == rhs.fingerprint
+        lhs.recorded === rhs.recorded
+            || (lhs.recorded.fingerprintHash == rhs.recorded.fingerprintHash && lhs.fingerprint == rhs.fingerprint)
     }
 
     func hash(into hasher: inout Hasher) {
-        hasher.combine(fingerprint)
+        hasher.combine(recorded.fingerprintHash)
     }
 }
 
-/// A copy of an app's session configuration, held but never mutated.
-private final class ConfigurationSnapshot: @unchecked Sendable {
+/// A copy of an app's session configuration, held but never mutated, with what is derived
+/// from it once.
+private final class RecordedConfiguration: @unchecked Sendable {
     // @unchecked: URLSessionConfiguration is not Sendable; this copy is only read (and copied).
     let configuration: URLSessionConfiguration
+    let fingerprint: Fingerprint
+    let fingerprintHash: Int
 
     init(configuration: URLSessionConfiguration) {
         self.configuration = configuration
+        fingerprint = Fingerprint(configuration)
+        fingerprintHash = fingerprint.hashValue
     }
 }
 

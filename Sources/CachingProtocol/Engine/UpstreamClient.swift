@@ -17,9 +17,22 @@ struct UpstreamHead: @unchecked Sendable {
     let answeredWithCredential: Bool
     let requestDate: Date
     let responseDate: Date
+    /// The response's fields, read once: every reader (storage decision, store, the app's
+    /// response) shares them, since reading Foundation's header dictionary bridges every field.
+    let headers: HTTPHeaders
+
+    init(response: HTTPURLResponse, redirectStatuses: [Int], cookieSetOnTheWay: Bool, answeredWithCredential: Bool,
+         requestDate: Date, responseDate: Date) {
+        self.response = response
+        self.redirectStatuses = redirectStatuses
+        self.cookieSetOnTheWay = cookieSetOnTheWay
+        self.answeredWithCredential = answeredWithCredential
+        self.requestDate = requestDate
+        self.responseDate = responseDate
+        headers = HTTPHeaders(response.allHeaderFields)
+    }
 
     var status: Int { response.statusCode }
-    var headers: HTTPHeaders { HTTPHeaders(response.allHeaderFields) }
     var route: ResponseRoute {
         ResponseRoute(redirectStatuses: redirectStatuses, cookieSetOnTheWay: cookieSetOnTheWay,
                       answeredWithCredential: answeredWithCredential)

@@ -55,7 +55,7 @@ package struct CacheRequest: @unchecked Sendable {
     // copy is never mutated after init.
 
     /// What the app's `URLRequest.CachePolicy` asks for.
-    enum Mode: Sendable, Equatable {
+    enum Mode: String, Sendable, Equatable {
         /// `.useProtocolCachePolicy`: the policy decides.
         case normal
         /// `.reloadIgnoringLocalCacheData`: go to the origin; the answer is still stored.
