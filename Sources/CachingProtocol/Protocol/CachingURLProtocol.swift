@@ -28,16 +28,22 @@ import FoundationNetworking
 /// settings; see `SessionClasses`.)
 public class CachingURLProtocol: URLProtocol {
 
-    /// The load in progress, for `stopLoading`.
-    private let loading = Locked<LoadHandle?>(nil)
-    /// The way to the client, made in `startLoading`.
-    private let delivery = Locked<ClientDelivery?>(nil)
-    #if canImport(FoundationNetworking)
-    /// Foundation's own protocol, loading a task this one handed over (a download on Linux).
-    private let foundationLoad = Locked<FoundationLoad?>(nil)
+    /// What `startLoading` sets up and `stopLoading` ends, in one lock: an instance is made for
+    /// every request, hits included, and each lock is an allocation.
+    private struct LoadState {
+        /// The load in progress.
+        var loading: LoadHandle?
+        /// The way to the client.
+        var delivery: ClientDelivery?
+        #if canImport(FoundationNetworking)
+        /// Foundation's own protocol, loading a task this one handed over (a download on Linux).
+        var foundationLoad: FoundationLoad?
+        #endif
+    }
+    private let state = Locked(LoadState())
 
-    private struct FoundationLoad: @unchecked Sendable {
-        // @unchecked: URLProtocol is not Sendable; this one is only started and stopped.
+    #if canImport(FoundationNetworking)
+    private struct FoundationLoad {
         let protocolInstance: URLProtocol
     }
 
@@ -57,7 +63,7 @@ public class CachingURLProtocol: URLProtocol {
                                     onCallingThread: true)
         }
         let instance = foundationClass.init(task: task, cachedResponse: nil, client: nil)
-        foundationLoad.withLock { $0 = FoundationLoad(protocolInstance: instance) }
+        state.withLock { $0.foundationLoad = FoundationLoad(protocolInstance: instance) }
         instance.startLoading()
     }
     #endif
@@ -127,7 +133,7 @@ public class CachingURLProtocol: URLProtocol {
         #else
         let delivery = ClientDelivery(owner: self, executor: ClientThreadExecutor(), rules: Self.deliveryRules)
         #endif
-        self.delivery.withLock { $0 = delivery }
+        state.withLock { $0.delivery = delivery }
         #if canImport(FoundationNetworking)
         if let task = task as? URLSessionDownloadTask {
             // corelibs finishes a download only through a property its own protocol sets
@@ -153,7 +159,7 @@ public class CachingURLProtocol: URLProtocol {
         case .answered(let answer):
             delivery.deliver(answer, onCallingThread: true)
         case .pending(let handle):
-            loading.withLock { $0 = handle }
+            state.withLock { $0.loading = handle }
             // Stopped while the load started: it leaves its exchange, so an upstream request
             // nobody waits for is cancelled.
             if delivery.isStopped { handle.cancel() }
@@ -174,19 +180,20 @@ public class CachingURLProtocol: URLProtocol {
         }
         #endif
         let handle = engine.sendUnsafe(CacheRequest(request, key: key), from: settings, client: makeClient(delivery))
-        loading.withLock { $0 = handle }
+        state.withLock { $0.loading = handle }
         if delivery.isStopped { handle.cancel() }
     }
 
     public override func stopLoading() {
+        let stopped = state.withLock { state -> LoadState in
+            defer { state.loading = nil }
+            return state
+        }
         #if canImport(FoundationNetworking)
-        if let foundation = foundationLoad.withLock({ $0 }) { return foundation.protocolInstance.stopLoading() }
+        if let foundation = stopped.foundationLoad { return foundation.protocolInstance.stopLoading() }
         #endif
-        delivery.withLock { $0 }?.stop()
-        loading.withLock { handle -> LoadHandle? in
-            defer { handle = nil }
-            return handle
-        }?.cancel()
+        stopped.delivery?.stop()
+        stopped.loading?.cancel()
     }
 
     // MARK: Delivery
