@@ -59,6 +59,9 @@ struct SessionSettings: Sendable, Hashable {
         // A request without a URL is not the cache's; corelibs traps when one is changed.
         guard request.url != nil else { return request }
         let configuration = recorded.configuration
+        // The common case, `URLSession.shared` and every configuration that keeps these defaults:
+        // nothing to add (on Linux, where cookies are corelibs' to add, for every request).
+        if recorded.keepsRequestDefaults, !(addingCookies && configuration.httpShouldSetCookies) { return request }
         var request = request
         for (name, value) in fingerprint.additionalHeaders where request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
@@ -126,11 +129,17 @@ private final class RecordedConfiguration: @unchecked Sendable {
     let configuration: URLSessionConfiguration
     let fingerprint: Fingerprint
     let fingerprintHash: Int
+    /// Whether the configuration adds no header fields, keeps the default request timeout and
+    /// the default cache policy: then `apply(to:)` has nothing to change but cookies.
+    let keepsRequestDefaults: Bool
 
     init(configuration: URLSessionConfiguration) {
         self.configuration = configuration
         fingerprint = Fingerprint(configuration)
         fingerprintHash = fingerprint.hashValue
+        keepsRequestDefaults = fingerprint.additionalHeaders.isEmpty
+            && (fingerprint.timeoutIntervalForRequest <= 0 || fingerprint.timeoutIntervalForRequest == SessionSettings.defaultTimeout)
+            && configuration.requestCachePolicy == .useProtocolCachePolicy
     }
 }
 
