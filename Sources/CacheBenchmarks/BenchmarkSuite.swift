@@ -72,10 +72,10 @@ final class BenchmarkSuite {
     }
 
     /// Installs a configuration with `cache` and returns a session that uses it.
-    func cachingSession(_ cache: CachingURLCache) -> URLSession {
+    func cachingSession(_ cache: CachingURLCache, addsCacheStatus: Bool = true) -> URLSession {
         let configuration = URLSessionConfiguration.default
         configuration.urlCache = nil
-        CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache))
+        CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache, addsCacheStatus: addsCacheStatus))
         return URLSession(configuration: configuration)
     }
 

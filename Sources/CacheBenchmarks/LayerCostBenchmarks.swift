@@ -41,6 +41,14 @@ extension BenchmarkSuite {
             }
         }
         try misses("in-process origin", small: { origin.url("/small?\($0)") }, large: { origin.url("/large?\($0)") })
+        // The same small miss without `Cache-Status`: the app then gets the origin's response
+        // object itself, and the layer builds no `HTTPURLResponse` of its own.
+        let withoutStatus = cachingSession(cache, addsCacheStatus: false)
+        defer { withoutStatus.invalidateAndCancel() }
+        try compare("miss 1.6 KB, in-process origin, Cache-Status off", iterations: smallIterations, target: 1.10, cache: cache,
+                    direct: { try self.fetch(direct, origin.url("/small?direct-bare=\($0)"), expecting: small) },
+                    floor: { try self.fetch(forwarding, origin.url("/small?floor-bare=\($0)"), expecting: small) },
+                    layered: { try self.fetch(withoutStatus, origin.url("/small?layered-bare=\($0)"), expecting: small) })
         if NginxServer.isInstalled, let nginx = try? NginxServer() {
             defer { nginx.stop() }
             try nginx.write(small, to: "small.json")
