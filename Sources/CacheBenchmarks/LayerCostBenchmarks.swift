@@ -59,7 +59,7 @@ extension BenchmarkSuite {
             progress("nginx is not available: skipping its misses and the huge body")
         }
 
-        try revalidations(origin: origin, cache: cache, direct: direct, layered: layered)
+        try revalidations(origin: origin, cache: cache, direct: direct, forwarding: forwarding, layered: layered)
         try passThrough(origin: origin, cache: cache, direct: direct, layered: layered)
     }
 
@@ -218,9 +218,10 @@ extension BenchmarkSuite {
         return String(format: "%.0f %d %@", elapsed, growth, stored ? "stored" : "not-stored")
     }
 
-    /// A revalidation answered 304 against a direct conditional GET; a changed resource (HEAD,
-    /// then GET) against one direct GET.
-    private func revalidations(origin: LoopbackOrigin, cache: CachingURLCache, direct: URLSession, layered: URLSession) throws {
+    /// A revalidation answered 304 against a direct conditional GET (and that conditional GET
+    /// through the forwarding floor); a changed resource (HEAD, then GET) against one direct GET.
+    private func revalidations(origin: LoopbackOrigin, cache: CachingURLCache, direct: URLSession, forwarding: URLSession,
+                               layered: URLSession) throws {
         let body = Data(repeating: 0x45, count: 1_600)
         origin.handle("/validated") { request in
             if request.header("If-None-Match") == "\"v1\"" {
@@ -242,6 +243,8 @@ extension BenchmarkSuite {
         try compare("revalidated, 304 (HEAD)", iterations: iterations, target: 1.10, cache: cache,
                     note: "against a direct conditional GET answered 304",
                     direct: { _ in guard send(direct, conditional) == 304 else { throw BenchmarkError("no 304") } },
+                    // The same conditional GET through a URLProtocol that only forwards it.
+                    floor: { _ in guard self.send(forwarding, conditional) == 304 else { throw BenchmarkError("no 304 forwarded") } },
                     layered: { _ in try fetch(layered, origin.url("/validated"), expecting: body) })
         try compare("revalidated, changed (HEAD, then GET)", iterations: iterations, target: nil, cache: cache,
                     note: "against one direct GET",
