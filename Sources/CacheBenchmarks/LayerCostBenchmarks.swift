@@ -253,7 +253,7 @@ extension BenchmarkSuite {
     }
 
     /// Requests the layer passes by or forwards as they are: POST, PUT, a byte range it cannot
-    /// answer, a response marked no-store.
+    /// answer, a request marked no-store, a response marked no-store.
     private func passThrough(origin: LoopbackOrigin, cache: CachingURLCache, direct: URLSession, layered: URLSession) throws {
         let body = Data(repeating: 0x46, count: 1_600)
         origin.handle("/submit") { _ in OriginResponse(status: 200, headers: [], body: Data("ok".utf8)) }
@@ -292,6 +292,16 @@ extension BenchmarkSuite {
         try compare("pass-through Range (not stored)", iterations: iterations, target: 1.02, cache: cache,
                     direct: { _ in guard send(direct, ranged) == 206 else { throw BenchmarkError("no 206") } },
                     layered: { _ in guard send(layered, ranged) == 206 else { throw BenchmarkError("no 206") } })
+        // A request that says `no-store` itself: `canInit` leaves it to Foundation (a new URL each
+        // time, so nothing learned or stored could matter).
+        func noStoreRequest(_ url: URL) -> URLRequest {
+            var request = URLRequest(url: url)
+            request.setValue("no-store", forHTTPHeaderField: "Cache-Control")
+            return request
+        }
+        try compare("pass-through no-store request", iterations: iterations, target: 1.02, cache: cache,
+                    direct: { guard send(direct, noStoreRequest(origin.url("/ranged?direct=\($0)"))) == 200 else { throw BenchmarkError("no 200") } },
+                    layered: { guard send(layered, noStoreRequest(origin.url("/ranged?layered=\($0)"))) == 200 else { throw BenchmarkError("no 200") } })
         try compare("pass-through no-store response", iterations: iterations, target: 1.02, cache: cache,
                     direct: { try fetch(direct, origin.url("/private?direct=\($0)"), expecting: body) },
                     layered: { try fetch(layered, origin.url("/private?layered=\($0)"), expecting: body) })
