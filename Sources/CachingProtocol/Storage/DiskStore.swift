@@ -496,9 +496,17 @@ final class DiskStore: StoreTier {
                 if countingLookup { state.counters.misses += 1 }
                 state.counters.corruptEntriesRemoved += 1
                 state.health.lastError = failure
-                if let generation, !state.catalog.index.remove(digest, ifGeneration: generation) {
-                    return false  // a newer write replaced the file meanwhile: keep that one
+                if let generation {
+                    guard state.catalog.index.remove(digest, ifGeneration: generation) else {
+                        return false  // a newer write replaced the file meanwhile: keep that one
+                    }
+                } else {
+                    state.catalog.index.remove(digest)  // read before the index was in: it may list it since
                 }
+                // Until the discard runs the file is still there: remembered as removed while the
+                // index loads or a reconcile lists the directory, so no read and no reconcile finds
+                // (and counts) it again.
+                if state.catalog.reconcilePending { state.catalog.tombstones.digests.insert(digest) }
                 return state.work.enqueue(.discard([digest]))
             }
             if start { startWorker() }

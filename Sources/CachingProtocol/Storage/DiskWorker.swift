@@ -516,7 +516,10 @@ final class DiskWorker: @unchecked Sendable {
                 state.catalog.index.remove(digest)
                 state.accessTimes.touched.remove(digest)
             }
-            return (found.filter { !state.catalog.index.contains($0) }, missing)
+            // Files removed since the store opened have their discard queued: not read here (a
+            // corrupt one was counted when a lookup found it).
+            let orphans: [EntryDigest] = found.filter { !state.catalog.index.contains($0) && !state.catalog.tombstones.covers($0) }
+            return (orphans, missing)
         }
         for digest in missing { pendingJournal.append(.remove(digest)) }
 
