@@ -109,13 +109,12 @@ package struct CacheControl: Sendable, Equatable {
     /// combining one is part of a larger character and would not separate two directives.
     package static func directives(in value: String) -> [(name: Substring, argument: Substring?)] {
         let bytes = value.utf8
-        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         var result: [(Substring, Substring?)] = []
         var index = bytes.startIndex
         let end = bytes.endIndex
         while index < end {
             // Skip separators and whitespace.
-            while index < end, bytes[index] == UInt8(ascii: ",") || isSpace(bytes[index]) {
+            while index < end, bytes[index] == UInt8(ascii: ",") || isOWS(bytes[index]) {
                 index = bytes.index(after: index)
             }
             guard index < end else { break }
@@ -127,7 +126,7 @@ package struct CacheControl: Sendable, Equatable {
             var argument: Substring?
             if index < end, bytes[index] == UInt8(ascii: "=") {
                 index = bytes.index(after: index)
-                while index < end, isSpace(bytes[index]) {
+                while index < end, isOWS(bytes[index]) {
                     index = bytes.index(after: index)
                 }
                 if index < end, bytes[index] == UInt8(ascii: "\"") {

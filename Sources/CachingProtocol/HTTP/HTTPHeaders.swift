@@ -124,11 +124,10 @@ extension Substring {
     /// Without the spaces and tabs at either end (RFC 9110's optional whitespace, OWS), cut on
     /// bytes: both are ASCII, so the cuts fall on scalar boundaries whatever the text holds.
     package var trimmingOWS: Substring {
-        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         let bytes = utf8
         var first = bytes.startIndex, last = bytes.endIndex
-        while first < last, isSpace(bytes[first]) { first = bytes.index(after: first) }
-        while first < last, isSpace(bytes[bytes.index(before: last)]) { last = bytes.index(before: last) }
+        while first < last, isOWS(bytes[first]) { first = bytes.index(after: first) }
+        while first < last, isOWS(bytes[bytes.index(before: last)]) { last = bytes.index(before: last) }
         return self[first..<last]
     }
 }
@@ -150,6 +149,12 @@ extension String {
             }
         }
     }
+}
+
+/// Whether `byte` is RFC 9110's optional whitespace: a space or a tab.
+@inline(__always)
+func isOWS(_ byte: UInt8) -> Bool {
+    byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t")
 }
 
 @inline(__always)
