@@ -98,6 +98,10 @@ public struct OriginResponse: Sendable {
         /// `Transfer-Encoding: chunked`, the body cut into chunks of `chunkSize` bytes, each chunk
         /// written separately so that a client receives the body in many pieces.
         case chunked(chunkSize: Int)
+        /// Like `chunked`, with a pause of `interval` seconds before every chunk after the first:
+        /// a slow origin whose body arrives piece by piece over time (a stream, a long poll, a
+        /// congested link). `stop()` cuts a pause short and closes the connection.
+        case paced(chunkSize: Int, interval: TimeInterval)
     }
 
     /// A deliberate misbehaviour, to test how a client copes with a broken origin.

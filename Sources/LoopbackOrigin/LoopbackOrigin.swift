@@ -353,8 +353,15 @@ final class OriginCore: Sendable {
         let bodyForbidden = (100..<200).contains(status) || status == 204 || status == 304
         let sendsBody = method != "HEAD" && !bodyForbidden
         var chunkSize: Int?
-        if case .chunked(let size) = response.transfer, version != "HTTP/1.0" {
-            chunkSize = max(1, size)
+        var pause: TimeInterval = 0
+        switch response.transfer {
+        case .contentLength:
+            break
+        case .chunked(let size):
+            if version != "HTTP/1.0" { chunkSize = max(1, size) }
+        case .paced(let size, let interval):
+            if version != "HTTP/1.0" { chunkSize = max(1, size) }
+            pause = max(0, interval)
         }
 
         var head = "HTTP/1.1 \(status) \(OriginResponse.reasonPhrase(status))\r\n"
@@ -399,6 +406,9 @@ final class OriginCore: Sendable {
         var offset = 0
         repeat {
             let end = min(offset + chunkSize, body.count)
+            if pause > 0, offset > 0, !POSIXSocket.waitReadable([listener.wakeRead], timeout: pause).isEmpty {
+                return false  // stopped while pausing
+            }
             if end > offset {
                 pending += Array(String(end - offset, radix: 16).utf8) + [13, 10]
                 let bodyStart = pending.count

@@ -98,6 +98,31 @@ final class FaultAndLifecycleTests: XCTestCase {
         }
     }
 
+    func testPacedTransferSendsEachChunkAfterAPause() throws {
+        let origin = try LoopbackOrigin()
+        let payload = Data((0..<40).map { UInt8($0) })
+        origin.handle("/slow") { _ in OriginResponse(body: payload, transfer: .paced(chunkSize: 10, interval: 0.1)) }
+        let connection = try RawConnection(port: origin.port)
+        let started = Date()
+        try connection.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        let raw = try connection.readResponse()
+        XCTAssertEqual(raw.header("Transfer-Encoding"), "chunked")
+        XCTAssertEqual(raw.chunkCount, 4)
+        XCTAssertEqual(Data(raw.body), payload)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 0.3, "three pauses, none before the first chunk")
+    }
+
+    func testStopCutsAPacedBodyShort() throws {
+        let origin = try LoopbackOrigin()
+        origin.handle("/slow") { _ in OriginResponse(body: Data(count: 100), transfer: .paced(chunkSize: 10, interval: 30)) }
+        let connection = try RawConnection(port: origin.port)
+        try connection.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertThrowsError(try { () throws -> Void in
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { origin.stop() }
+            _ = try connection.readResponse()
+        }(), "the connection ends mid-body instead of after 30 s pauses")
+    }
+
     func testStopMakesLaterRequestsFailFastAndRestartServesOnTheSamePort() async throws {
         let origin = try LoopbackOrigin()
         origin.handle("/a") { _ in .text("a") }

@@ -31,6 +31,9 @@ public class CachingURLProtocol: URLProtocol {
     /// What `startLoading` sets up and `stopLoading` ends, in one lock: an instance is made for
     /// every request, hits included, and each lock is an allocation.
     private struct LoadState {
+        /// Between `startLoading` and `stopLoading`: a load was started and not stopped (it may
+        /// have been answered since).
+        var isStarted = false
         /// The load in progress.
         var loading: LoadHandle?
         /// The way to the client.
@@ -41,6 +44,16 @@ public class CachingURLProtocol: URLProtocol {
         #endif
     }
     private let state = Locked(LoadState())
+
+    /// What a call of `startLoading` does.
+    private enum StartRequest {
+        case start
+        /// The load runs (or was answered): nothing to do.
+        case alreadyStarted
+        /// The task was handed to Foundation's own protocol: it decides (it resumes a transfer
+        /// it suspended, and ignores the call otherwise).
+        case resumeFoundation(URLProtocol)
+    }
 
     #if canImport(FoundationNetworking)
     private struct FoundationLoad {
@@ -128,6 +141,27 @@ public class CachingURLProtocol: URLProtocol {
     }
 
     public override func startLoading() {
+        // corelibs calls `startLoading` again whenever the app resumes a task that runs already
+        // (Alamofire resumes every task it cancels, to gather metrics). Foundation's own protocol
+        // ignores that call, and resumes a transfer it suspended; so does this one. Starting a
+        // second load would send the request twice, and a second hand-over would leave the first
+        // Foundation protocol loading for a task that its cancellation removed from the session:
+        // corelibs then traps on its next piece of body ("a task that in not in the registry").
+        switch state.withLock({ state -> StartRequest in
+            #if canImport(FoundationNetworking)
+            if let foundation = state.foundationLoad { return .resumeFoundation(foundation.protocolInstance) }
+            #endif
+            if state.isStarted { return .alreadyStarted }
+            state.isStarted = true
+            return .start
+        }) {
+        case .alreadyStarted:
+            return
+        case .resumeFoundation(let foundationProtocol):
+            return foundationProtocol.startLoading()
+        case .start:
+            break
+        }
         #if canImport(FoundationNetworking)
         let delivery = ClientDelivery(owner: self, executor: TaskQueueExecutor(queue: TaskWorkQueue.of(task)), rules: Self.deliveryRules)
         #else
@@ -186,7 +220,10 @@ public class CachingURLProtocol: URLProtocol {
 
     public override func stopLoading() {
         let stopped = state.withLock { state -> LoadState in
-            defer { state.loading = nil }
+            defer {
+                state.loading = nil
+                state.isStarted = false
+            }
             return state
         }
         #if canImport(FoundationNetworking)
