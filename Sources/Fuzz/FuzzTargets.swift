@@ -252,7 +252,7 @@ enum FuzzEntryPoints {
             // What the engine computes when it serves the entry must be representable as an Int.
             let now = Date(timeIntervalSince1970: 1_700_000_000)
             check(abs(entry.age(at: now)) < 9e18 && abs(entry.timeToLive(at: now)) < 9e18, "age and time to live fit an Int")
-            _ = CachingURLCache.cachedURLResponse(from: entry)
+            _ = CachingURLCache.buildCachedURLResponse(from: entry)
         }
     }
 

@@ -86,8 +86,9 @@ public struct CachingConfiguration: Sendable {
 
     // MARK: The installation
 
-    /// What makes this value one installation: its engine (made when it is first injected or
-    /// registered, alive while a session class or `register` holds it) and its offline switch.
+    /// What makes this value one installation: its counters and its offline switch, shared by
+    /// its unchanged copies. (The installation's engine lives in the registry of the protocol
+    /// that installs it, keyed by this identity.)
     private(set) var identity: Identity
 
     /// Counters of the requests this configuration's sessions made since it was first injected
@@ -95,7 +96,7 @@ public struct CachingConfiguration: Sendable {
     /// ``CachingURLProtocol/unregister()``, or when `register` replaced it and it was never
     /// injected). Thread-safe.
     public var statistics: CacheStatistics {
-        identity.engine?.statistics ?? CacheStatistics()
+        identity.counters.withLock { $0 }
     }
 
     /// Offline mode for this configuration's sessions: when true, GETs are answered only from
@@ -110,25 +111,7 @@ public struct CachingConfiguration: Sendable {
     /// The installation behind a configuration and its unchanged copies.
     final class Identity: Sendable {
         let offline = Locked(false)
-        /// Weak: the engine belongs to the session classes and the registration that use it, so
-        /// a configuration nobody installs any more releases its engine and upstream sessions.
-        private let madeEngine = Locked(WeakEngine())
-
-        private struct WeakEngine {
-            weak var engine: CacheEngine?
-        }
-
-        /// The engine, if one was made and is still in use.
-        var engine: CacheEngine? { madeEngine.withLock { $0.engine } }
-
-        /// The engine of `configuration` (whose identity this is), made on first use.
-        func engine(for configuration: CachingConfiguration, make: (CachingConfiguration) -> CacheEngine) -> CacheEngine {
-            madeEngine.withLock { slot in
-                if let engine = slot.engine { return engine }
-                let made = make(configuration)
-                slot.engine = made
-                return made
-            }
-        }
+        /// What the installation's engine counted (`statistics`).
+        let counters = Locked(CacheStatistics())
     }
 }

@@ -49,6 +49,10 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     private let apiStorage = Locked(APIStorage())
     /// The memory-warning observation, removed when the cache goes.
     private let memoryWarningObserver = Locked<NSObjectProtocol?>(nil)
+    /// The `CachedURLResponse` the `URLCache` API handed out for each entry revision, reused for
+    /// the next lookup of the same entry (it does not change). Bounded by `builtResponsesCapacity`.
+    private let builtResponses = Locked<[EntryRevision: CachedURLResponse?]>([:])
+    private static let builtResponsesCapacity = 1_024
 
     #if canImport(FoundationNetworking)
     /// Creates a cache with the given capacities in bytes.
@@ -309,7 +313,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         guard let key = Self.key(for: request), let record = store.record(forKey: key),
               let entry = CachingPolicy.matchingVariant(in: record, for: CacheRequest(request, key: key))
         else { return nil }
-        return Self.cachedURLResponse(from: entry)
+        return cachedURLResponse(from: entry)
     }
 
     open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for request: URLRequest) {
@@ -376,15 +380,18 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         return CacheKey.make(method: "GET", url: url)
     }
 
-    /// The entry as a `CachedURLResponse`, built once per entry and then reused.
-    package static func cachedURLResponse(from entry: CacheEntry) -> CachedURLResponse? {
-        if let built = entry.memo.cachedURLResponse.withLock({ $0 }) { return built }
-        let built = buildCachedURLResponse(from: entry)
-        entry.memo.cachedURLResponse.withLock { $0 = built }
+    /// The entry as a `CachedURLResponse`, built once per entry revision and then reused.
+    package func cachedURLResponse(from entry: CacheEntry) -> CachedURLResponse? {
+        if let built = builtResponses.withLock({ $0[entry.revision] }) { return built }
+        let built = Self.buildCachedURLResponse(from: entry)
+        builtResponses.withLock { built_ in
+            if built_.count >= Self.builtResponsesCapacity { built_.removeAll(keepingCapacity: true) }
+            built_[entry.revision] = built
+        }
         return built
     }
 
-    private static func buildCachedURLResponse(from entry: CacheEntry) -> CachedURLResponse? {
+    package static func buildCachedURLResponse(from entry: CacheEntry) -> CachedURLResponse? {
         guard let url = URL(string: entry.responseURL) else { return nil }
         let response: URLResponse
         if entry.statusCode > 0 {
@@ -427,18 +434,9 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
             guard PropertyListSerialization.propertyList(info, isValidFor: .binary) else { return nil }
             return try? PropertyListSerialization.data(fromPropertyList: info, format: .binary, options: 0)
         }
-        return CacheEntry(
-            responseURL: (response.url ?? request.urlRequest.url)?.absoluteString ?? "",
-            statusCode: status,
-            headers: headers,
-            body: cachedResponse.data,
-            requestDate: now,
-            responseDate: now,
-            initialAge: initialAge,
-            freshnessLifetime: lifetime,
-            varyFields: CachingPolicy.varyFields(for: headers, request: request),
-            credentialFingerprint: request.credentialFingerprint,
-            userInfo: userInfo
-        )
+        return CachingPolicy.entry(storing: status, headers: headers, body: cachedResponse.data,
+                                   url: (response.url ?? request.urlRequest.url)?.absoluteString ?? "", for: request,
+                                   requestDate: now, responseDate: now, freshnessLifetime: lifetime, initialAge: initialAge,
+                                   userInfo: userInfo)
     }
 }

@@ -31,7 +31,7 @@ extension CacheEngine {
         let handle = LoadHandle()
         return AsyncThrowingStream { continuation in
             continuation.onTermination = { _ in handle.cancel() }
-            queue.async {
+            Self.queue.async {
                 self.startCachedThenFresh(urlRequest, handle: handle, continuation: continuation)
             }
         }
@@ -52,7 +52,8 @@ extension CacheEngine {
         let stored = CachingPolicy.matchingVariant(in: store.record(forKey: key), for: request)
         if let stored {
             let isStale = stored.timeToLive(at: now) <= 0
-            if case .response(let response, let body) = storedAnswer(stored, status: .hit(stored, stale: isStale, at: now), at: now) {
+            if case .response(let response, let body) = answer(with: stored, for: request,
+                                                                status: isStale ? .hit(stored, stale: true, at: now) : nil, at: now) {
                 continuation.yield(CachedThenFreshResponse(response: response, data: body, source: .cache(isStale: isStale)))
             }
         }
@@ -64,16 +65,15 @@ extension CacheEngine {
             }
             return
         }
-        let kind: Exchange.Kind
+        let plan: ExchangePlan
         if let stored, let conditions = RevalidationConditions(stored) {
-            kind = .revalidate(stored, conditions)
+            plan = .revalidate(stored, conditions)
         } else {
-            kind = .fetch(fallback: stored, forward: stored == nil ? .uriMiss : .stale)
+            plan = .fetch(fallback: stored, forward: stored == nil ? .uriMiss : .stale)
         }
-        let load = Load(request: request, settings: settings, handle: handle,
-                        client: FreshAnswerClient(stored: stored, continuation: continuation),
-                        started: DispatchTime.now(), collapsible: true)
-        startExchange(kind, for: request, from: settings, joining: load)
+        let load = Load(request: request, settings: settings, client: FreshAnswerClient(stored: stored, continuation: continuation),
+                        started: DispatchTime.now(), handle: handle)
+        exchange(plan, for: load)
     }
 }
 

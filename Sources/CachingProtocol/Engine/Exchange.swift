@@ -1,99 +1,385 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
-/// One upstream operation — a fetch, or a revalidation with its follow-up GET — and the loads
-/// waiting for its answer. Identical concurrent loads share one exchange, so the origin sees one
-/// request.
+/// A request on its way through the engine, from the lookup to its answer.
+struct Load: Sendable {
+    let request: CacheRequest
+    /// The app session it comes from.
+    let settings: SessionSettings
+    let handle: LoadHandle
+    let client: LoadClient
+    /// What the client asked for when the load was made (read once: the engine never calls back
+    /// into the protocol to learn it).
+    let streamsBody: Bool
+    let redirects: RedirectHandling
+    let started: DispatchTime
+    /// Whether it may share an upstream request with identical loads: not when its app is asked
+    /// about redirects on the way (the app must be asked for each of its requests), nor when it is
+    /// retried after another load's credentialed answer.
+    var collapsible: Bool
+
+    init(request: CacheRequest, settings: SessionSettings, client: LoadClient, started: DispatchTime,
+         handle: LoadHandle = LoadHandle()) {
+        self.request = request
+        self.settings = settings
+        self.client = client
+        self.started = started
+        self.handle = handle
+        streamsBody = client.streamsBody
+        redirects = client.redirects
+        if case .ask = redirects { collapsible = false } else { collapsible = true }
+    }
+
+    /// Whether the upstream request may be collected whole by Foundation for this load: it takes
+    /// no body as it arrives and its redirects are followed without asking the app.
+    var takesWholeBody: Bool {
+        guard !streamsBody, case .follow = redirects else { return false }
+        return true
+    }
+}
+
+/// A load in progress, as its caller holds it. `cancel()` stops it: no answer is delivered
+/// afterwards, and the upstream request is cancelled when no other load shares it.
 ///
-/// An exchange only keeps its state (`ExchangeStateMachine`, under a lock); the engine drives it
-/// and performs the actions the machine returns, outside the lock (`CacheEngine+Upstream.swift`).
-final class Exchange: Sendable {
-    /// What the exchange asks the origin.
-    enum Kind: Sendable {
-        /// A plain GET; `fallback` is what an error may fall back to, `forward` why the request
-        /// went to the origin (for `Cache-Status`).
-        case fetch(fallback: CacheEntry?, forward: CacheStatus.Forward)
-        /// A conditional request for a stored response.
-        case revalidate(CacheEntry, RevalidationConditions)
-        /// The request as it is, whose answer is handed on and never stored (a byte range the
-        /// store could not answer after all, for a policy that stores no partial content).
-        case forward
-        /// An unsafe request (POST, PUT, PATCH, DELETE …) sent as it is, method and body, for a
-        /// URL with something stored: when the origin accepts it, what is stored for the URL (and
-        /// its `Location` and `Content-Location` on the same origin) is dropped (RFC 9111 §4.4).
-        case unsafe
+/// Threading: any member from any thread; `cancel` may race with the answer, and exactly one of
+/// the two wins (`finish`).
+final class LoadHandle: Sendable {
+    private struct State {
+        var isFinished = false
+        /// How to stop waiting on the exchange the load joined, once it joined one.
+        var leaveExchange: (@Sendable () -> Void)?
+    }
+    private let state = Locked(State())
 
-        /// Loads with equal keys may share an exchange: same operation, same URL, same
-        /// credentials and the same request headers (so the same variant would be selected).
-        /// (`ID` adds the session settings: the same cookie jar, proxies and TLS rules upstream.)
-        func collapseKey(for request: CacheRequest) -> String {
-            let headers = (request.urlRequest.allHTTPHeaderFields ?? [:])
-                .map { "\($0.key.lowercased()):\($0.value)" }.sorted().joined(separator: "\n")
-            let operation: String
-            switch self {
-            case .fetch: operation = "fetch"
-            case .forward: operation = "forward"
-            case .unsafe: operation = "unsafe"
-            case .revalidate(_, let conditions): operation = "revalidate \(conditions.ifNoneMatch ?? "") \(conditions.ifModifiedSince ?? "")"
-            }
-            return "\(operation)\n\(request.key)\n\(request.mode.rawValue)\n\(StableHash.hash(headers))"
+    /// Marks the load answered; false when it was already answered or cancelled.
+    func finish() -> Bool {
+        state.withLock { state in
+            guard !state.isFinished else { return false }
+            state.isFinished = true
+            state.leaveExchange = nil
+            return true
         }
     }
 
+    /// Records how the load leaves the exchange it waits on. A load cancelled before it got here
+    /// leaves at once, so an upstream request nobody waits for is cancelled.
+    func joined(leavingWith leave: @escaping @Sendable () -> Void) {
+        let cancelledAlready = state.withLock { state -> Bool in
+            guard !state.isFinished else { return true }
+            state.leaveExchange = leave
+            return false
+        }
+        if cancelledAlready { leave() }
+    }
+
+    func cancel() {
+        state.withLock { state -> (@Sendable () -> Void)? in
+            guard !state.isFinished else { return nil }
+            state.isFinished = true
+            defer { state.leaveExchange = nil }
+            return state.leaveExchange
+        }?()
+    }
+}
+
+/// One upstream operation — a fetch, or a revalidation with its follow-up GET — and the loads
+/// waiting for its answer. Identical concurrent loads share one exchange, so the origin sees one
+/// request. It only keeps its state (`ExchangeStateMachine`, under a lock); the engine drives it
+/// and performs the actions the machine returns, outside the lock (`CacheEngine+Exchange.swift`).
+final class Exchange: Sendable {
     /// A load waiting for the answer; `collapsed` when it joined an exchange another load started.
     struct Waiter: Sendable {
-        let load: CacheEngine.Load
+        let load: Load
         let collapsed: Bool
     }
 
-    typealias StateMachine = ExchangeStateMachine<Waiter, UpstreamTask>
-
-    /// What identifies an exchange in the engine's table: loads whose `ID`s are equal share it.
+    /// What identifies an exchange in the table: loads whose `ID`s are equal share it.
     struct ID: Hashable, Sendable {
-        /// `Kind.collapseKey`, or a serial number for a load that shares with nobody.
+        /// `collapseKey`, or a serial number for a load that shares with nobody.
         let key: String
         /// The settings of the app session the loads come from.
         let settings: SessionSettings
     }
 
-    /// The key under which the engine finds the exchange for collapsing.
     let id: ID
-    let kind: Kind
+    let plan: ExchangePlan
     /// The request of the load that started the exchange (the others' are identical).
     let request: CacheRequest
-    /// Started by the engine with nobody waiting (stale-while-revalidate); counted in the
-    /// engine's `backgroundWork` until it finishes.
+    /// Started with nobody waiting (stale-while-revalidate); counted in the table's `background`
+    /// group until it finishes.
     let isBackground: Bool
-    private let machine = Locked(StateMachine())
+    private let machine = Locked(ExchangeStateMachine<Waiter, UpstreamTask>())
 
-    init(id: ID, kind: Kind, request: CacheRequest, isBackground: Bool) {
+    fileprivate init(id: ID, plan: ExchangePlan, request: CacheRequest, isBackground: Bool) {
         self.id = id
-        self.kind = kind
+        self.plan = plan
         self.request = request
         self.isBackground = isBackground
     }
 
-    func join(_ waiter: Waiter) -> StateMachine.JoinAction {
-        machine.withLock { $0.join(waiter) }
+    /// Loads with equal keys may share an exchange: same operation, same URL, same credentials
+    /// and the same request headers (so the same variant would be selected). (`ID` adds the
+    /// session settings: the same cookie jar, proxies and TLS rules upstream.)
+    static func collapseKey(for plan: ExchangePlan, of request: CacheRequest) -> String {
+        let headers = (request.urlRequest.allHTTPHeaderFields ?? [:])
+            .map { "\($0.key.lowercased()):\($0.value)" }.sorted().joined(separator: "\n")
+        let operation: String
+        switch plan {
+        case .fetch: operation = "fetch"
+        case .forward: operation = "forward"
+        case .unsafe: operation = "unsafe"
+        case .revalidate(_, let conditions): operation = "revalidate \(conditions.ifNoneMatch ?? "") \(conditions.ifModifiedSince ?? "")"
+        }
+        return "\(operation)\n\(request.key)\n\(request.mode.rawValue)\n\(StableHash.hash(headers))"
     }
 
-    func leave(_ number: Int) -> StateMachine.LeaveAction {
-        machine.withLock { $0.leave(number) }
-    }
-
-    func prepareToSend() -> StateMachine.SendAction {
+    func prepareToSend() -> ExchangeStateMachine<Waiter, UpstreamTask>.SendAction {
         machine.withLock { $0.prepareToSend() }
     }
 
-    func upstreamStarted(_ task: UpstreamTask) -> StateMachine.StartAction {
+    func upstreamStarted(_ task: UpstreamTask) -> ExchangeStateMachine<Waiter, UpstreamTask>.StartAction {
         machine.withLock { $0.upstreamStarted(task) }
     }
 
-    func upstreamFinished() -> StateMachine.FinishAction {
-        machine.withLock { $0.upstreamFinished() }
+    /// The loads waiting now, in the order they joined.
+    var waiting: [Waiter] {
+        machine.withLock { $0.waiting.map(\.waiter) }
     }
 
-    /// The loads waiting now, in the order they joined.
+    fileprivate func join(_ waiter: Waiter) -> ExchangeStateMachine<Waiter, UpstreamTask>.JoinAction {
+        machine.withLock { $0.join(waiter) }
+    }
+
+    fileprivate func leave(_ number: Int) -> ExchangeStateMachine<Waiter, UpstreamTask>.LeaveAction {
+        machine.withLock { $0.leave(number) }
+    }
+
+    fileprivate func upstreamFinished() -> ExchangeStateMachine<Waiter, UpstreamTask>.FinishAction {
+        machine.withLock { $0.upstreamFinished() }
+    }
+}
+
+/// The exchanges running now, by `Exchange.ID`: where identical loads find one another.
+///
+/// Threading: every member from any thread; nothing is called back under its lock.
+final class ExchangeTable: Sendable {
+    private struct State {
+        var running: [Exchange.ID: Exchange] = [:]
+        var serial = 0
+    }
+    private let state = Locked(State())
+    /// Background exchanges (stale-while-revalidate) still running.
+    let background = DispatchGroup()
+
+    /// How `start` went.
+    enum Start {
+        /// A new exchange, which the caller must run; `load` (if any) waits on it.
+        case started(Exchange)
+        /// `load` joined an identical exchange that runs.
+        case joined(Exchange)
+        /// A background exchange found an identical one running: nothing to do.
+        case alreadyRunning
+    }
+
+    /// Makes `load` wait on an identical running exchange (when `collapses`), or starts a new one
+    /// for `plan`. `load` nil starts a background exchange nobody waits for, unless one runs.
+    func start(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, load: Load?,
+               collapses: Bool) -> Start {
+        let collapses = collapses && load?.collapsible != false
+        var joinedNumber: Int?
+        let start = state.withLock { state -> Start in
+            let key: String
+            if collapses {
+                key = Exchange.collapseKey(for: plan, of: request)
+            } else {
+                state.serial += 1
+                key = "\(state.serial)"
+            }
+            let id = Exchange.ID(key: key, settings: settings)
+            if let existing = state.running[id] {
+                guard let load else { return .alreadyRunning }
+                if case .joined(let number) = existing.join(Exchange.Waiter(load: load, collapsed: true)) {
+                    joinedNumber = number
+                    return .joined(existing)
+                }
+            }
+            let exchange = Exchange(id: id, plan: plan, request: request, isBackground: load == nil)
+            state.running[id] = exchange
+            if let load, case .joined(let number) = exchange.join(Exchange.Waiter(load: load, collapsed: false)) {
+                joinedNumber = number
+            }
+            return .started(exchange)
+        }
+        switch start {
+        case .started(let exchange), .joined(let exchange):
+            if case .started = start, exchange.isBackground { background.enter() }
+            if let load, let joinedNumber {
+                load.handle.joined { [self] in leave(exchange, waiter: joinedNumber) }
+            }
+        case .alreadyRunning:
+            break
+        }
+        return start
+    }
+
+    /// Hands back the loads that wait for `exchange`'s answer and retires it (identical loads
+    /// start a new one from now on); nil when it had finished already.
+    func finish(_ exchange: Exchange) -> [Exchange.Waiter]? {
+        retire(exchange)
+        guard case .deliver(let waiters) = exchange.upstreamFinished() else { return nil }
+        if exchange.isBackground { background.leave() }
+        return waiters
+    }
+
+    /// A waiting load was cancelled. When it was the last, the exchange is abandoned: it is
+    /// retired and its upstream request is cancelled.
+    private func leave(_ exchange: Exchange, waiter number: Int) {
+        guard case .abandon(let task) = exchange.leave(number) else { return }
+        retire(exchange)
+        task?.cancel()
+    }
+
+    private func retire(_ exchange: Exchange) {
+        state.withLock { state in
+            if state.running[exchange.id] === exchange { state.running[exchange.id] = nil }
+        }
+    }
+}
+
+/// The life of one exchange as a value, with no I/O and no locks: who waits, which upstream
+/// request runs, and how it ends. Each event returns the action its caller must perform; the
+/// caller performs it after releasing the lock the machine lives in (as async-http-client's
+/// `RequestBag.StateMachine` does), so no callback ever runs under that lock.
+///
+/// `Waiter` is what a joining load leaves behind to be answered; `Task` is the running upstream
+/// request. Both are generic so the machine can be tested without a network.
+///
+/// ```text
+///            join / leave (others still wait) / upstreamStarted
+///            ┌──────┐
+///            ▼      │
+///  ──────► running ─┴── upstreamFinished ──────────────────────────► finished
+///            │                                                          ▲
+///            └── leave (the last waiter) ──► abandoned ── upstreamFinished
+/// ```
+struct ExchangeStateMachine<Waiter, Task> {
+    private enum State {
+        /// Upstream work may run; `waiters` are answered when it finishes. `task` is the upstream
+        /// request running now, if any.
+        case running(waiters: [Int: Waiter], task: Task?)
+        /// Every waiter left before the end: the upstream request was cancelled, nothing further
+        /// is sent, and a load that comes later starts a new exchange.
+        case abandoned
+        /// The answer was handed out (or the exchange ended abandoned).
+        case finished
+    }
+
+    private var state = State.running(waiters: [:], task: nil)
+    /// The number the next waiter gets: numbers say in which order loads joined.
+    private var nextNumber = 1
+
+    /// What `join` asks of its caller.
+    enum JoinAction {
+        /// Joined as waiter `number`; `leave(number)` undoes it.
+        case joined(number: Int)
+        /// The exchange ended or was abandoned: start a new one.
+        case refused
+    }
+
+    /// What `leave` asks of its caller.
+    enum LeaveAction {
+        /// Others still wait (or the exchange had ended): nothing to do.
+        case none
+        /// That was the last waiter: retire the exchange (so later loads start a new one) and
+        /// cancel `task` when one is running.
+        case abandon(cancelling: Task?)
+    }
+
+    /// What `prepareToSend` asks of its caller.
+    enum SendAction {
+        /// Send the upstream request, then report it with `upstreamStarted`.
+        case send
+        /// Nobody waits any more: send nothing and finish the exchange.
+        case stop
+    }
+
+    /// What `upstreamStarted` asks of its caller.
+    enum StartAction {
+        case none
+        /// Every waiter left while the request was being made: cancel it.
+        case cancel(Task)
+    }
+
+    /// What `upstreamFinished` asks of its caller.
+    enum FinishAction {
+        /// Hand the answer to `waiters` (in the order they joined; none when abandoned) and retire
+        /// the exchange.
+        case deliver(to: [Waiter])
+        /// The exchange had already finished: nothing to do.
+        case none
+    }
+
+    /// A load asks to wait for this exchange's answer.
+    mutating func join(_ waiter: Waiter) -> JoinAction {
+        guard case .running(var waiters, let task) = state else { return .refused }
+        let number = nextNumber
+        nextNumber += 1
+        waiters[number] = waiter
+        state = .running(waiters: waiters, task: task)
+        return .joined(number: number)
+    }
+
+    /// Waiter `number` stops waiting (its load was cancelled). The last waiter leaving abandons
+    /// the exchange, also a background exchange that a load had joined.
+    mutating func leave(_ number: Int) -> LeaveAction {
+        guard case .running(var waiters, let task) = state else { return .none }
+        guard waiters.removeValue(forKey: number) != nil else { return .none }
+        guard waiters.isEmpty else {
+            state = .running(waiters: waiters, task: task)
+            return .none
+        }
+        state = .abandoned
+        return .abandon(cancelling: task)
+    }
+
+    /// The caller is about to send an upstream request (the first, or a follow-up GET).
+    mutating func prepareToSend() -> SendAction {
+        guard case .running = state else { return .stop }
+        return .send
+    }
+
+    /// The upstream request `task` was created and runs.
+    mutating func upstreamStarted(_ task: Task) -> StartAction {
+        guard case .running(let waiters, _) = state else { return .cancel(task) }
+        state = .running(waiters: waiters, task: task)
+        return .none
+    }
+
+    /// The exchange's work is over: its answer is ready, or it ended without one.
+    mutating func upstreamFinished() -> FinishAction {
+        switch state {
+        case .running(let waiters, _):
+            state = .finished
+            return .deliver(to: waiters.sorted { $0.key < $1.key }.map(\.value))
+        case .abandoned:
+            state = .finished
+            return .deliver(to: [])
+        case .finished:
+            return .none
+        }
+    }
+
+    /// The waiters now, in the order they joined (to hand them a body as it arrives).
     var waiting: [(number: Int, waiter: Waiter)] {
-        machine.withLock { $0.waiting }
+        guard case .running(let waiters, _) = state else { return [] }
+        return waiters.sorted { $0.key < $1.key }.map { (number: $0.key, waiter: $0.value) }
+    }
+
+    /// Whether the exchange still runs (for tests and assertions).
+    var isRunning: Bool {
+        if case .running = state { return true }
+        return false
     }
 }

@@ -74,11 +74,22 @@ struct SessionSettings: Sendable, Hashable {
         if request.cachePolicy == .useProtocolCachePolicy, configuration.requestCachePolicy != .useProtocolCachePolicy {
             request.cachePolicy = configuration.requestCachePolicy
         }
-        if addingCookies, configuration.httpShouldSetCookies, request.httpShouldHandleCookies,
-           let jar = configuration.httpCookieStorage, let url = request.url,
-           let cookie = HTTPCookie.requestHeaderFields(with: jar.cookies(for: url) ?? [])["Cookie"], !cookie.isEmpty {
-            request.setValue(cookie, forHTTPHeaderField: "Cookie")
+        if addingCookies, request.httpShouldHandleCookies {
+            request = Self.addingCookies(of: configuration, to: request)
         }
+        return request
+    }
+
+    /// `request` with a `Cookie` field holding the cookies `configuration`'s jar has for its URL,
+    /// when the configuration sets cookies: what Foundation adds to a session's requests (and,
+    /// in corelibs, to a redirect it follows for a task without a delegate,
+    /// `URLSession._Configuration.configure`).
+    static func addingCookies(of configuration: URLSessionConfiguration, to request: URLRequest) -> URLRequest {
+        guard configuration.httpShouldSetCookies, let jar = configuration.httpCookieStorage, let url = request.url,
+              let cookie = HTTPCookie.requestHeaderFields(with: jar.cookies(for: url) ?? [])["Cookie"], !cookie.isEmpty
+        else { return request }
+        var request = request
+        request.setValue(cookie, forHTTPHeaderField: "Cookie")
         return request
     }
 

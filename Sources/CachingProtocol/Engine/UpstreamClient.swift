@@ -3,56 +3,6 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// A response head from the origin, with how it was reached: all the engine needs to decide
-/// what to do with the response before its body is in.
-struct UpstreamHead: @unchecked Sendable {
-    // @unchecked: HTTPURLResponse is immutable after creation but not declared Sendable everywhere.
-    let response: HTTPURLResponse
-    /// Statuses of the redirects followed on the way, in order (empty when none).
-    let redirectStatuses: [Int]
-    /// A redirect on the way set a cookie: the answer may depend on it, so it is not stored.
-    let cookieSetOnTheWay: Bool
-    /// The app answered an authentication challenge with a credential on the way: the answer
-    /// belongs to that credential and is not stored (nor shared with other loads).
-    let answeredWithCredential: Bool
-    let requestDate: Date
-    let responseDate: Date
-    /// The response's fields, read once: every reader (storage decision, store, the app's
-    /// response) shares them, since reading Foundation's header dictionary bridges every field.
-    let headers: HTTPHeaders
-
-    init(response: HTTPURLResponse, redirectStatuses: [Int], cookieSetOnTheWay: Bool, answeredWithCredential: Bool,
-         requestDate: Date, responseDate: Date) {
-        self.response = response
-        self.redirectStatuses = redirectStatuses
-        self.cookieSetOnTheWay = cookieSetOnTheWay
-        self.answeredWithCredential = answeredWithCredential
-        self.requestDate = requestDate
-        self.responseDate = responseDate
-        headers = HTTPHeaders(response.allHeaderFields)
-    }
-
-    var status: Int { response.statusCode }
-    var route: ResponseRoute {
-        ResponseRoute(redirectStatuses: redirectStatuses, cookieSetOnTheWay: cookieSetOnTheWay,
-                      answeredWithCredential: answeredWithCredential)
-    }
-}
-
-/// A complete response from the origin.
-struct UpstreamResponse: Sendable {
-    let head: UpstreamHead
-    let body: Data
-    /// Wall-clock seconds the transfer took, for the bandwidth estimate.
-    let transferSeconds: TimeInterval
-
-    var response: HTTPURLResponse { head.response }
-    var status: Int { head.status }
-    var headers: HTTPHeaders { head.headers }
-    var requestDate: Date { head.requestDate }
-    var responseDate: Date { head.responseDate }
-}
-
 /// What happens at a redirect.
 enum RedirectDecision: @unchecked Sendable {
     // @unchecked: URLRequest is a value type but not declared Sendable on every platform.
@@ -79,13 +29,65 @@ protocol UpstreamListener: Sendable {
                               decide: @escaping @Sendable (RedirectDecision) -> Void)
     /// A challenge raised before any response arrived (server trust, client certificate, or HTTP
     /// authentication where the platform asks before delivering the 401). `answer` it.
-    func upstreamDidReceive(_ challenge: URLAuthenticationChallenge,
+    func upstreamDidReceiveChallenge(_ challenge: URLAuthenticationChallenge,
                             answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
     /// The response head arrived. True when its body should be handed on as it arrives
-    /// (`upstreamDidReceive(_:)`), as well as collected.
-    func upstreamDidReceive(_ head: UpstreamHead) -> Bool
-    /// A piece of the body of a response for which `upstreamDidReceive(response)` said true.
-    func upstreamDidReceive(_ data: Data)
+    /// (`upstreamDidReceiveBody(_:)`), as well as collected.
+    func upstreamDidReceiveHead(_ head: ReceivedHead) -> Bool
+    /// A piece of the body of a response for which `upstreamDidReceiveHead` said true.
+    func upstreamDidReceiveBody(_ data: Data)
+}
+
+/// Where the engine sends what it asks the origin: `URLSessionUpstream` in an app, a fake in the
+/// engine's unit tests.
+///
+/// Threading: `send` may be called from any thread except inside a `URLProtocol` callback on
+/// Linux (the engine always hops to its own queue first); `completion` is called once, on any
+/// thread.
+protocol Upstream: Sendable {
+    /// Starts `request` for a load from an app session with `settings` and calls `completion`
+    /// once with the whole response or the error; `listener` hears about redirects, challenges,
+    /// the response head and (when the head asked for it) the body's pieces. `wholeBody`: nobody
+    /// needs the answer before it is complete (see `UpstreamClient.send`).
+    func send(_ request: URLRequest, from settings: SessionSettings, wholeBody: Bool, listener: UpstreamListener?,
+              completion: @escaping @Sendable (Result<ReceivedResponse, Error>) -> Void) -> UpstreamTask
+    /// Lets running transfers finish, then releases what `send` made; later sends make it again.
+    func shutdown()
+}
+
+/// The origin, reached through one private `URLSession` per distinct app session settings
+/// (`SessionSettings.upstreamConfiguration`), made on first use.
+final class URLSessionUpstream: Upstream {
+    private let clients = Locked<[SessionSettings: UpstreamClient]>([:])
+    private let clock: @Sendable () -> Date
+    /// Which protocol classes the upstream sessions leave out (the caching protocol's).
+    private let isCachingProtocol: @Sendable (AnyClass) -> Bool
+
+    /// Stamps request and response dates with `clock`; never consults the classes
+    /// `isCachingProtocol` picks.
+    init(clock: @escaping @Sendable () -> Date, leavingOut isCachingProtocol: @escaping @Sendable (AnyClass) -> Bool) {
+        self.clock = clock
+        self.isCachingProtocol = isCachingProtocol
+    }
+
+    func send(_ request: URLRequest, from settings: SessionSettings, wholeBody: Bool, listener: UpstreamListener?,
+              completion: @escaping @Sendable (Result<ReceivedResponse, Error>) -> Void) -> UpstreamTask {
+        let client = clients.withLock { clients in
+            if let existing = clients[settings] { return existing }
+            let made = UpstreamClient(configuration: settings.upstreamConfiguration(leavingOut: isCachingProtocol))
+            clients[settings] = made
+            return made
+        }
+        return client.send(request, wholeBody: wholeBody, clock: clock, listener: listener, completion: completion)
+    }
+
+    func shutdown() {
+        let released = clients.withLock { clients in
+            defer { clients = [:] }
+            return Array(clients.values)
+        }
+        for client in released { client.shutdown() }
+    }
 }
 
 /// Sends the cache's own requests to origins through a private `URLSession` made from the app
@@ -129,7 +131,7 @@ final class UpstreamClient: Sendable {
         wholeBody: Bool = false,
         clock: @escaping @Sendable () -> Date,
         listener: UpstreamListener?,
-        completion: @escaping @Sendable (Result<UpstreamResponse, Error>) -> Void
+        completion: @escaping @Sendable (Result<ReceivedResponse, Error>) -> Void
     ) -> UpstreamTask {
         start(request, wholeBody: wholeBody, clock: clock, listener: listener, completion: completion, as: UpstreamTask())
     }
@@ -140,7 +142,7 @@ final class UpstreamClient: Sendable {
         wholeBody: Bool,
         clock: @escaping @Sendable () -> Date,
         listener: UpstreamListener?,
-        completion: @escaping @Sendable (Result<UpstreamResponse, Error>) -> Void,
+        completion: @escaping @Sendable (Result<ReceivedResponse, Error>) -> Void,
         as handle: UpstreamTask
     ) -> UpstreamTask {
         var transfer = Transfer(requestDate: clock(), clock: clock, listener: listener, completion: completion)
@@ -165,7 +167,10 @@ final class UpstreamClient: Sendable {
         task = session.dataTask(with: request)
         #endif
         router.register(task, transfer: transfer)
-        handle.adopt(task)
+        // Cancelled from another queue, never the caller's: a load is cancelled from `stopLoading`
+        // on the app session's queue, and on Linux every session's queue targets one serial queue,
+        // so cancelling (a `sync` onto the upstream session's queue) from there deadlocks.
+        handle.adopt { [task] in DispatchQueue.global(qos: .utility).async { task.cancel() } }
         task.resume()
         return handle
     }
@@ -181,28 +186,27 @@ final class UpstreamClient: Sendable {
 /// through the same handle.
 final class UpstreamTask: Sendable {
     private struct State {
-        var task: URLSessionTask?
+        var cancelTransfer: (@Sendable () -> Void)?
         var isCancelled = false
     }
     private let state = Locked(State())
 
     var isCancelled: Bool { state.withLock { $0.isCancelled } }
 
-    /// Makes `task` the one a cancel reaches (cancelled at once when the handle already is).
-    fileprivate func adopt(_ task: URLSessionTask) {
-        if state.withLock({ $0.task = task; return $0.isCancelled }) { cancel() }
+    /// Makes `cancelTransfer` what a cancel runs (at once when the handle was cancelled already).
+    func adopt(cancelTransfer: @escaping @Sendable () -> Void) {
+        let cancelledAlready = state.withLock { state -> Bool in
+            state.cancelTransfer = cancelTransfer
+            return state.isCancelled
+        }
+        if cancelledAlready { cancelTransfer() }
     }
 
-    /// Cancels the transfer from another queue, never on the caller's: a load is cancelled from
-    /// `stopLoading` on the app session's queue, and on Linux every session's queue targets one
-    /// serial queue, so cancelling (a `sync` onto the upstream session's queue) from there
-    /// deadlocks.
     func cancel() {
-        let task = state.withLock { state -> URLSessionTask? in
+        state.withLock { state -> (@Sendable () -> Void)? in
             state.isCancelled = true
-            return state.task
-        }
-        DispatchQueue.global(qos: .utility).async { task?.cancel() }
+            return state.cancelTransfer
+        }?()
     }
 }
 
@@ -211,7 +215,7 @@ private struct Transfer {
     let requestDate: Date
     let clock: @Sendable () -> Date
     let listener: UpstreamListener?
-    let completion: @Sendable (Result<UpstreamResponse, Error>) -> Void
+    let completion: @Sendable (Result<ReceivedResponse, Error>) -> Void
     let startedAt = DispatchTime.now()
     var response: HTTPURLResponse?
     var body = Data()
@@ -227,14 +231,15 @@ private struct Transfer {
     var answeredWithCredential = false
     var responseDate: Date?
 
-    func head(_ response: HTTPURLResponse) -> UpstreamHead {
-        UpstreamHead(response: response, redirectStatuses: redirectStatuses, cookieSetOnTheWay: cookieSetOnTheWay,
-                     answeredWithCredential: answeredWithCredential, requestDate: requestDate,
-                     responseDate: responseDate ?? clock())
+    func head(_ response: HTTPURLResponse) -> ReceivedHead {
+        ReceivedHead(response: response,
+                     route: ResponseRoute(redirectStatuses: redirectStatuses, cookieSetOnTheWay: cookieSetOnTheWay,
+                                          answeredWithCredential: answeredWithCredential),
+                     requestDate: requestDate, responseDate: responseDate ?? clock())
     }
 
-    func finished(with response: HTTPURLResponse) -> UpstreamResponse {
-        UpstreamResponse(head: head(response), body: body,
+    func finished(with response: HTTPURLResponse) -> ReceivedResponse {
+        ReceivedResponse(head: head(response), body: body,
                          transferSeconds: Double(DispatchTime.now().uptimeNanoseconds - startedAt.uptimeNanoseconds) / 1e9)
     }
 }
@@ -279,7 +284,7 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         let follow: @Sendable (RedirectDecision) -> Void = { [transfers] decision in
             switch decision {
             case .follow:
-                completionHandler(Self.withSessionCookies(request, configuration))
+                completionHandler(SessionSettings.addingCookies(of: configuration, to: request))
             case .followAsGiven(let given):
                 completionHandler(given)
             case .stop:
@@ -290,17 +295,6 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         }
         guard let listener else { return follow(.follow) }
         listener.upstreamWillRedirect(response, to: request, decide: follow)
-    }
-
-    /// `request` with the cookies `configuration`'s jar holds for its URL, as corelibs configures
-    /// a redirect it follows for a task without a delegate (`URLSession._Configuration.configure`).
-    private static func withSessionCookies(_ request: URLRequest, _ configuration: URLSessionConfiguration) -> URLRequest {
-        guard configuration.httpShouldSetCookies, let jar = configuration.httpCookieStorage, let url = request.url,
-              let cookie = HTTPCookie.requestHeaderFields(with: jar.cookies(for: url) ?? [])["Cookie"], !cookie.isEmpty
-        else { return request }
-        var request = request
-        request.setValue(cookie, forHTTPHeaderField: "Cookie")
-        return request
     }
 
     func urlSession(
@@ -328,7 +322,7 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
             return
         }
         guard let listener = transfer.listener else { return completionHandler(.performDefaultHandling, nil) }
-        listener.upstreamDidReceive(challenge) { [transfers] disposition, credential in
+        listener.upstreamDidReceiveChallenge(challenge) { [transfers] disposition, credential in
             if disposition == .useCredential, credential != nil {
                 transfers.withLock { $0[task.taskIdentifier]?.answeredWithCredential = true }
             }
@@ -340,7 +334,7 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
-        let received = transfers.withLock { transfers -> (UpstreamHead, UpstreamListener)? in
+        let received = transfers.withLock { transfers -> (ReceivedHead, UpstreamListener)? in
             guard var transfer = transfers[dataTask.taskIdentifier] else { return nil }
             transfer.response = response as? HTTPURLResponse
             transfer.responseDate = transfer.clock()
@@ -348,7 +342,7 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
             guard let head = transfer.response, let listener = transfer.listener else { return nil }
             return (transfer.head(head), listener)
         }
-        if let (head, listener) = received, listener.upstreamDidReceive(head) {
+        if let (head, listener) = received, listener.upstreamDidReceiveHead(head) {
             transfers.withLock { $0[dataTask.taskIdentifier]?.streams = true }
         }
         completionHandler(.allow)
@@ -360,7 +354,7 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
             guard let transfer = transfers[dataTask.taskIdentifier], transfer.streams else { return nil }
             return transfer.listener
         }
-        streamTo?.upstreamDidReceive(data)
+        streamTo?.upstreamDidReceiveBody(data)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {

@@ -42,10 +42,11 @@ package struct CacheEntry: Sendable, Equatable {
     /// The `userInfo` of a `CachedURLResponse` stored through the `URLCache` API, as a binary
     /// property list; nil for entries the protocol stored.
     package var userInfo: Data?
-    /// Objects built from this entry to answer with it, kept so repeated hits do not build them
-    /// again. Shared by every copy of the entry and not part of its value: never stored on disk,
-    /// and ignored by `==`. A changed copy (a 304 freshened it) gets a new one.
-    package var memo = EntryMemo()
+    /// Which instance of the entry this is: a number given when an entry is made, and again when a
+    /// copy is changed (a `304` freshened it, parts were combined), so that objects built from an
+    /// entry can be kept under it (the engine's responses, the `URLCache` face's
+    /// `CachedURLResponse`s): each consumer keeps its own. Never stored on disk; not part of `==`.
+    package var revision = EntryRevision.next()
 
     package init(
         responseURL: String, statusCode: Int, headers: HTTPHeaders, body: Data,
@@ -86,6 +87,15 @@ package struct CacheEntry: Sendable, Equatable {
         body.count + headers.byteCount + responseURL.utf8.count + 128
     }
 
+    /// Entries are equal when every stored field is; the `revision` does not count.
+    package static func == (lhs: CacheEntry, rhs: CacheEntry) -> Bool {
+        lhs.responseURL == rhs.responseURL && lhs.statusCode == rhs.statusCode && lhs.headers == rhs.headers
+            && lhs.body == rhs.body && lhs.requestDate == rhs.requestDate && lhs.responseDate == rhs.responseDate
+            && lhs.initialAge == rhs.initialAge && lhs.freshnessLifetime == rhs.freshnessLifetime
+            && lhs.varyFields == rhs.varyFields && lhs.credentialFingerprint == rhs.credentialFingerprint
+            && lhs.userInfo == rhs.userInfo
+    }
+
     /// Whether `other` is the same variant of a resource: the same `Vary` values and the same
     /// credentials. A newer response replaces the stored variant it is the same as.
     package func isSameVariant(as other: CacheEntry) -> Bool {
@@ -93,21 +103,16 @@ package struct CacheEntry: Sendable, Equatable {
     }
 }
 
-/// Objects derived from an entry by the code that answers with it, kept with the entry so
-/// repeated hits do not build them again (see `CacheEntry.memo`).
-///
-/// The model does not know what the engine builds: `answer` holds the engine's own type, which
-/// it checks on the way out.
-package final class EntryMemo: Sendable, Equatable {
-    /// What the engine last built to answer with this entry (its response and what it depends on).
-    package let answer = Locked<AnyObject?>(nil)
-    /// The `CachedURLResponse` the `URLCache` API hands out for this entry (it does not change).
-    package let cachedURLResponse = Locked<CachedURLResponse?>(nil)
+/// A number that tells instances of entries apart (`CacheEntry.revision`).
+package struct EntryRevision: Hashable, Sendable {
+    let value: UInt64
 
-    package init() {}
+    private static let last = Locked<UInt64>(0)
 
-    /// Memos never make two entries different: they cache a derivation of the entry, not data.
-    package static func == (lhs: EntryMemo, rhs: EntryMemo) -> Bool { true }
+    /// A number no entry had before.
+    package static func next() -> EntryRevision {
+        EntryRevision(value: last.withLock { $0 += 1; return $0 })
+    }
 }
 
 /// Everything stored under one cache key: the variants of one resource (several only when the

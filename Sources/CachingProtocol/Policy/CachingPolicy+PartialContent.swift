@@ -79,7 +79,7 @@ extension CachingPolicy {
         body.replaceSubrange((old.first - union.first)..<(old.last - union.first + 1), with: stored.body)
         body.replaceSubrange((part.first - union.first)..<(part.last - union.first + 1), with: new.body)
         var combined = new
-        combined.memo = EntryMemo()
+        combined.revision = .next()
         combined.body = body
         combined.headers.set("Content-Length", String(body.count))
         if union.first == 0, union.last == union.completeLength - 1 {

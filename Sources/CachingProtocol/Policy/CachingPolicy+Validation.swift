@@ -56,7 +56,7 @@ extension CachingPolicy {
         responseDate: Date
     ) -> RevalidationOutcome {
         var updated = entry
-        updated.memo = EntryMemo()
+        updated.revision = .next()
         updated.headers = Self.headersAfterValidation(stored: entry.headers, received: headers)
         updated.requestDate = requestDate
         updated.responseDate = responseDate

@@ -8,13 +8,12 @@ import FoundationNetworking
 
 /// How a load's redirects are decided, from the app's task behind the protocol instance.
 enum AppTaskRedirects {
-    /// Apple: reported to the client, whose session asks the app's delegate and starts the next
-    /// load. Linux: the protocol asks the app's delegate itself, as corelibs' own HTTP protocol
-    /// does (`HTTPURLProtocol.redirectFor`): on the session's delegate queue, when the task has a
+    /// For a client that cannot take redirect reports (Linux; on Apple they are reported, and the
+    /// app's session asks its delegate and starts the next load): the protocol asks the app's
+    /// delegate itself, as corelibs' own HTTP protocol does (`HTTPURLProtocol.redirectFor`): on the session's delegate queue, when the task has a
     /// delegate (`task.delegate`: its own, or the session's); without one nothing in the app can
     /// object, and the redirect is followed.
-    static func handling(for task: URLSessionTask?, rules: ClientDelivery.Rules) -> RedirectHandling {
-        if rules.reportsRedirects { return .report }
+    static func handling(for task: URLSessionTask?) -> RedirectHandling {
         #if canImport(FoundationNetworking)
         guard let task, let delegate = task.delegate else { return .follow }
         guard let session = owningSession(of: task) else {

@@ -90,7 +90,7 @@ extension CachingURLProtocol {
     /// Counters of the registered configuration (zero when none is): its
     /// ``CachingConfiguration/statistics``. A session with a configuration of its own counts there.
     public static var statistics: CacheStatistics {
-        Installation.current?.statistics ?? CacheStatistics()
+        Installation.current?.configuration.statistics ?? CacheStatistics()
     }
 
     /// Loads `request` in two steps: the stored response at once, marked
@@ -126,85 +126,5 @@ extension CachingConfiguration {
     /// rules and counters — rather than the registered one. It need not be injected anywhere.
     public func cachedThenFresh(for request: URLRequest) -> AsyncThrowingStream<CachedThenFreshResponse, Error> {
         Installation.engine(for: self).cachedThenFresh(request)
-    }
-}
-
-/// The configuration of `URLSession.shared` (and of sessions injected without one of their
-/// own), and the engines of every configuration.
-enum Installation {
-    private static let engine = Locked<CacheEngine?>(nil)
-
-    static var current: CacheEngine? { engine.withLock { $0 } }
-
-    static func install(_ configuration: CachingConfiguration) {
-        let installed = engine(for: configuration)
-        let previous = engine.withLock { engine -> CacheEngine? in
-            defer { engine = installed }
-            return engine
-        }
-        // Its upstream sessions are released; if injected sessions still use it, it makes new ones.
-        if let previous, previous !== installed { previous.shutdown() }
-    }
-
-    /// The engine of `configuration`: the one its identity already has, or a new one whose
-    /// upstream requests never come back through the caching protocol.
-    static func engine(for configuration: CachingConfiguration) -> CacheEngine {
-        configuration.identity.engine(for: configuration) { configuration in
-            CacheEngine(configuration: configuration, leavingOut: { $0 is CachingURLProtocol.Type })
-        }
-    }
-
-    static func uninstall() {
-        engine.withLock { engine -> CacheEngine? in
-            defer { engine = nil }
-            return engine
-        }?.shutdown()
-    }
-}
-
-/// The registration check: a request only this protocol accepts, put to the shared session's
-/// protocol classes.
-enum Registration {
-    /// Port 9 (discard) on loopback: never sent, but if it were, Foundation's HTTP protocol would
-    /// fail at once with "connection refused", never hang on DNS.
-    static let probeURL = URL(string: "http://127.0.0.1:9/__caching-protocol-probe__")!
-
-    /// swift-corelibs-foundation consults registered classes in registration order, and registers
-    /// its own HTTP protocol when the first session of the process is created. If any session
-    /// existed before `register()`, Foundation's HTTP protocol would sit ahead of ours in the list
-    /// `URLSession.shared` copies when it is created. Re-registering Foundation's classes puts
-    /// them behind ours. (Apple platforms consult the newest registration first.)
-    static func moveFoundationProtocolsBehindOurs() {
-        #if canImport(FoundationNetworking)
-        for foundationClass in URLSessionConfiguration.default.protocolClasses ?? [] where foundationClass != CachingURLProtocol.self {
-            URLProtocol.unregisterClass(foundationClass)
-            _ = URLProtocol.registerClass(foundationClass)
-        }
-        #endif
-    }
-
-    static func isProbe(_ request: URLRequest) -> Bool {
-        request.url == probeURL
-    }
-
-    /// Whether `URLSession.shared` would load a request through this protocol: corelibs gives a
-    /// task the first of its session's protocol classes that accepts the request
-    /// (`URLSessionTask._protocolClass`), and only when none does, the first registered class
-    /// that does. The probe is accepted by this protocol (`canInit`) and by Foundation's HTTP
-    /// protocol, so the answer is whichever comes first in the shared session's list. Nothing
-    /// is sent. (The first version sent the probe and waited for it: 1–8 ms at launch, when
-    /// its thread hand-offs competed with the disk index loading on the cache's worker.)
-    static func probeSharedSession() -> RegistrationStatus {
-        #if canImport(FoundationNetworking)
-        let probe = URLRequest(url: probeURL)
-        let chosen: AnyClass? = (URLSession.shared.configuration.protocolClasses ?? []).first { candidate in
-            (candidate as? URLProtocol.Type)?.canInit(with: probe) == true
-        }
-        guard let chosen else { return .active }   // the registered classes decide, ours among them
-        return ObjectIdentifier(chosen) == ObjectIdentifier(CachingURLProtocol.self) ? .active : .registeredTooLate
-        #else
-        // Apple's shared session consults registered classes whenever a task starts.
-        return .active
-        #endif
     }
 }

@@ -71,9 +71,7 @@ public class CachingURLProtocol: URLProtocol {
         guard let foundationClass else {
             let reason = CachingError(.unsupportedTask, "no Foundation protocol loads \(request.url?.absoluteString ?? "this request"); "
                                       + "use a session without CachingURLProtocol for it")
-            return delivery.deliver(.failure(URLError(.unsupportedURL, userInfo: [NSUnderlyingErrorKey: reason,
-                                                                                   NSLocalizedDescriptionKey: reason.description])),
-                                    onCallingThread: true)
+            return delivery.deliver(.failure(reason.urlError(.unsupportedURL)), onCallingThread: true)
         }
         let instance = foundationClass.init(task: task, cachedResponse: nil, client: nil)
         state.withLock { $0.foundationLoad = FoundationLoad(protocolInstance: instance) }
@@ -180,19 +178,18 @@ public class CachingURLProtocol: URLProtocol {
         guard let (settings, engine) = Self.binding, case let request = settings.apply(to: self.request),
               let key = CacheKey.make(for: request) else {
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
-            return delivery.deliver(.failure(URLError(.cancelled, userInfo: [NSUnderlyingErrorKey: reason,
-                                                                              NSLocalizedDescriptionKey: reason.description])),
-                                    onCallingThread: true)
+            return delivery.deliver(.failure(reason.urlError(.cancelled)), onCallingThread: true)
         }
         if let method = request.httpMethod, !method.isEqualIgnoringASCIICase("GET") {
             return sendUnsafe(request, key: key, engine: engine, settings: settings, delivery: delivery)
         }
-        // The client is made only when the load goes on past the lookup (an autoclosure): a hit
-        // never looks at the app's task.
-        switch engine.load(CacheRequest(request, key: key), from: settings, client: makeClient(delivery)) {
+        switch engine.start(CacheRequest(request, key: key), from: settings) {
         case .answered(let answer):
             delivery.deliver(answer, onCallingThread: true)
-        case .pending(let handle):
+        case .planned(let load):
+            // The client is made only when the load goes on past the lookup: a hit never looks
+            // at the app's task.
+            let handle = engine.proceed(load, client: makeClient(delivery))
             state.withLock { $0.loading = handle }
             // Stopped while the load started: it leaves its exchange, so an upstream request
             // nobody waits for is cancelled.
@@ -237,7 +234,7 @@ public class CachingURLProtocol: URLProtocol {
 
     /// The client of a load that goes on past the lookup, made from the app's task.
     private func makeClient(_ delivery: ClientDelivery) -> Client {
-        Client(delivery: delivery, redirects: AppTaskRedirects.handling(for: task, rules: delivery.rules))
+        Client(delivery: delivery, redirects: delivery.rules.reportsRedirects ? .report : AppTaskRedirects.handling(for: task))
     }
 
     /// What the engine hands a load's answer and its news to: the protocol's `ClientDelivery`.

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// The one error type of the package. Each error carries a code (compare with the static members,
 /// e.g. `error.code == .diskUnavailable`) and a readable description with the context.
@@ -44,4 +47,12 @@ public struct CachingError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// `CachingError.<code>: <detail>`.
     public var description: String { "CachingError.\(code): \(detail)" }
+
+    /// A `URLError` with `code` that carries this error as its underlying error and description:
+    /// what an app's URL loading code expects, with the cache's reason inside.
+    func urlError(_ code: URLError.Code, url: URL? = nil) -> URLError {
+        var info: [String: Any] = [NSUnderlyingErrorKey: self, NSLocalizedDescriptionKey: description]
+        if let url { info[NSURLErrorFailingURLErrorKey] = url }
+        return URLError(code, userInfo: info)
+    }
 }

@@ -23,9 +23,9 @@ final class UpstreamClientTests: XCTestCase {
         origin.stop()
     }
 
-    private func send(_ path: String, wholeBody: Bool) async throws -> UpstreamResponse {
+    private func send(_ path: String, wholeBody: Bool) async throws -> ReceivedResponse {
         let answered = expectation(description: "answered")
-        let result = Locked<Result<UpstreamResponse, Error>?>(nil)
+        let result = Locked<Result<ReceivedResponse, Error>?>(nil)
         _ = client.send(URLRequest(url: origin.url(path)), wholeBody: wholeBody, clock: { Date() }, listener: nil) { outcome in
             result.withLock { $0 = outcome }
             answered.fulfill()
@@ -40,10 +40,10 @@ final class UpstreamClientTests: XCTestCase {
         origin.handle("/big") { _ in OriginResponse(status: 200, headers: [HTTPField("ETag", "\"b\"")], body: body) }
         for wholeBody in [true, false] {
             let response = try await send("/old", wholeBody: wholeBody)
-            XCTAssertEqual(response.status, 200, "wholeBody \(wholeBody)")
+            XCTAssertEqual(response.head.status, 200, "wholeBody \(wholeBody)")
             XCTAssertEqual(response.body, body, "wholeBody \(wholeBody)")
-            XCTAssertEqual(response.head.redirectStatuses, [301], "the session delegate saw the redirect (wholeBody \(wholeBody))")
-            XCTAssertEqual(response.headers["ETag"], "\"b\"")
+            XCTAssertEqual(response.head.route.redirectStatuses, [301], "the session delegate saw the redirect (wholeBody \(wholeBody))")
+            XCTAssertEqual(response.head.headers["ETag"], "\"b\"")
         }
     }
 
@@ -55,7 +55,7 @@ final class UpstreamClientTests: XCTestCase {
         for wholeBody in [true, false] {
             origin.resetLog()
             let response = try await send("/members", wholeBody: wholeBody)
-            XCTAssertEqual(response.status, 401, "wholeBody \(wholeBody)")
+            XCTAssertEqual(response.head.status, 401, "wholeBody \(wholeBody)")
             XCTAssertEqual(String(decoding: response.body, as: UTF8.self), "who are you?", "wholeBody \(wholeBody)")
             // A completion-handler task cannot end with the 401 itself: it is sent again as a
             // delegate task (one more request to the origin, only for a challenge).
@@ -66,7 +66,7 @@ final class UpstreamClientTests: XCTestCase {
     func testCancellingAWholeBodyRequestEndsItAsCancelled() async throws {
         origin.handle("/slow") { _ in OriginResponse(status: 200, body: Data("late".utf8), fault: .stall(30)) }
         let answered = expectation(description: "answered")
-        let result = Locked<Result<UpstreamResponse, Error>?>(nil)
+        let result = Locked<Result<ReceivedResponse, Error>?>(nil)
         let task = client.send(URLRequest(url: origin.url("/slow")), wholeBody: true, clock: { Date() }, listener: nil) { outcome in
             result.withLock { $0 = outcome }
             answered.fulfill()

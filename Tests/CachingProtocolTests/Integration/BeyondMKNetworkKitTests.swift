@@ -161,8 +161,8 @@ final class BeyondMKNetworkKitTests: CachingTestCase {
         XCTAssertTrue(status(response)?.contains("detail=stale-while-revalidate") ?? false, status(response) ?? "")
         XCTAssertEqual(events.last?.outcome, .staleHit)
 
-        let engine = try XCTUnwrap(configuration.identity.engine)
-        XCTAssertEqual(engine.backgroundWork.wait(timeout: .now() + 10), .success)
+        let engine = Installation.engine(for: configuration)
+        XCTAssertEqual(engine.exchanges.background.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(originMethods("/swr"), ["GET", "HEAD", "GET"], "the background revalidation found the change")
         let (refreshed, _) = try await get("/swr")
         XCTAssertEqual(String(decoding: refreshed, as: UTF8.self), "second")

@@ -30,31 +30,19 @@ package enum ReuseDecision: Sendable, Equatable {
     case unavailable
 }
 
-/// How a response was reached, where that decides whether it may be stored.
-package struct ResponseRoute: Sendable, Equatable {
-    /// The redirects followed on the way, in order: after a temporary one (302, 303, 307) the
-    /// final response is not stored under the original URL, which may point elsewhere next time.
-    package var redirectStatuses: [Int]
-    /// A redirect on the way set a cookie: the final response may depend on it.
-    package var cookieSetOnTheWay: Bool
-    /// The app answered an authentication challenge with a credential on the way: the response
-    /// belongs to that credential, which the request's fingerprint does not show.
-    package var answeredWithCredential: Bool
-
-    package init(redirectStatuses: [Int] = [], cookieSetOnTheWay: Bool = false, answeredWithCredential: Bool = false) {
-        self.redirectStatuses = redirectStatuses
-        self.cookieSetOnTheWay = cookieSetOnTheWay
-        self.answeredWithCredential = answeredWithCredential
-    }
-
-    /// Reached directly, with nothing of the above.
-    package static let direct = ResponseRoute()
-}
-
-/// Whether and how long a response is stored: the output of the storage half of the core.
-package enum StorageDecision: Sendable, Equatable {
-    case store(freshnessLifetime: TimeInterval, initialAge: TimeInterval)
-    case doNotStore(reason: String)
+/// What the engine does with a request after the lookup: the policy's plan
+/// (`CachingPolicy.plan(for:decision:keyWasStored:offline:)`).
+enum LoadPlan: Sendable {
+    /// Answer with the stored response (for a byte range, its part); no network.
+    case answerStored(CacheEntry, isStale: Bool)
+    /// Answer with the stored, stale response now and revalidate it in the background
+    /// (`stale-while-revalidate`).
+    case answerStaleAndRevalidate(CacheEntry, RevalidationConditions)
+    /// Ask the origin.
+    case send(ExchangePlan)
+    /// Nothing usable may be served and the network may not be used: a `504` when `gatewayTimeout`
+    /// (`only-if-cached`), else an error.
+    case unavailable(gatewayTimeout: Bool)
 }
 
 extension CachingPolicy {
@@ -116,6 +104,73 @@ extension CachingPolicy {
         return conditions.map { .revalidate(entry, $0) } ?? .fetch(fallback: entry)
     }
 
+    /// What the engine does with `request` once `decision` is made: answer from the store, ask
+    /// the origin (and why, for `Cache-Status`), or answer that nothing may be served. Pure: the
+    /// step between the lookup and the network. `keyWasStored` tells a `Vary` miss from a miss;
+    /// `offline` is the installation's offline switch.
+    func plan(for request: CacheRequest, decision: ReuseDecision, keyWasStored: Bool, offline: Bool) -> LoadPlan {
+        if let range = request.byteRange, decision != .unavailable {
+            return plan(forRange: range, of: request, decision: decision, keyWasStored: keyWasStored)
+        }
+        switch decision {
+        case .useStored(let entry, let isStale):
+            return .answerStored(entry, isStale: isStale)
+        case .useStoredAndRevalidate(let entry, let conditions):
+            return .answerStaleAndRevalidate(entry, conditions)
+        case .revalidate(let entry, let conditions):
+            return .send(.revalidate(entry, conditions))
+        case .fetch(let fallback):
+            let forward: CacheStatus.Forward
+            if [.reload, .reloadFromOrigin].contains(request.mode) || request.directives.noCache {
+                forward = .request
+            } else if fallback != nil {
+                forward = .stale   // the matching variant is stale and has no validator to revalidate with
+            } else {
+                forward = keyWasStored ? .varyMiss : .uriMiss
+            }
+            return .send(.fetch(fallback: fallback, forward: forward))
+        case .unavailable:
+            // `only-if-cached` gets the 504 RFC 9111 §5.2.1.7 prescribes; `.returnCacheDataDontLoad`
+            // and offline mode an error, as Foundation gives for a miss in that mode.
+            return .unavailable(gatewayTimeout: request.directives.onlyIfCached && request.mode == .normal && !offline)
+        }
+    }
+
+    /// A request for one byte range. A stored response that holds the range answers it. Unless
+    /// the policy stores partial content, anything else goes to the origin as it is and its
+    /// answer is not stored (the request was taken because a stored response answered it, and
+    /// that went stale since). Otherwise a stored response that holds the range but is stale is
+    /// revalidated with a conditional range GET, and anything else is fetched with the range: a
+    /// `206` answer is stored, or combined with the part stored before.
+    private func plan(forRange range: ByteRange, of request: CacheRequest, decision: ReuseDecision, keyWasStored: Bool) -> LoadPlan {
+        if case .useStored(let entry, let isStale) = decision, Self.servesRange(range, from: entry) != nil {
+            return .answerStored(entry, isStale: isStale)
+        }
+        guard storesPartialContent else { return .send(.forward) }
+        let stored: CacheEntry?
+        switch decision {
+        case .useStored(let entry, _), .fetch(fallback: let entry?):
+            stored = entry
+        case .revalidate(let entry, let conditions), .useStoredAndRevalidate(let entry, let conditions):
+            if Self.servesRange(range, from: entry) != nil { return .send(.revalidate(entry, conditions)) }
+            stored = entry
+        case .fetch(fallback: nil), .unavailable:
+            stored = nil
+        }
+        let holdsRange = stored.flatMap { Self.servesRange(range, from: $0) } != nil
+        let forward: CacheStatus.Forward
+        if [.reload, .reloadFromOrigin].contains(request.mode) || request.directives.noCache {
+            forward = .request
+        } else if holdsRange {
+            forward = .stale   // stale, without a validator to revalidate with
+        } else if stored?.statusCode == 206 {
+            forward = .partial
+        } else {
+            forward = keyWasStored ? .varyMiss : .uriMiss
+        }
+        return .send(.fetch(fallback: holdsRange ? stored : nil, forward: forward))
+    }
+
     /// Whether `entry` may be served, stale, because the origin failed at `now`: it answered
     /// with a 5xx, or (`disconnected`) it could not be reached at all. RFC 9111 §4.2.4: never for
     /// `no-cache` or `must-revalidate` responses.
@@ -145,179 +200,6 @@ extension CachingPolicy {
 
     private func storedDirectives(_ entry: CacheEntry) -> CacheControl {
         Self.responseDirectives(entry.headers)
-    }
-
-    // MARK: Storage
-
-    /// Decides whether a response to `request` is stored, and its freshness lifetime and
-    /// corrected initial age (RFC 9111 §4.2), from its status and headers and the times the
-    /// request was sent and the response received.
-    ///
-    /// `route` says how the response was reached, where that matters (see `ResponseRoute`).
-    package func storageDecision(
-        for request: CacheRequest,
-        status: Int,
-        headers: HTTPHeaders,
-        requestDate: Date,
-        responseDate: Date,
-        route: ResponseRoute = .direct
-    ) -> StorageDecision {
-        if route.redirectStatuses.contains(where: Self.temporaryRedirectStatuses.contains) {
-            return .doNotStore(reason: "temporary redirect")
-        }
-        if route.cookieSetOnTheWay { return .doNotStore(reason: "cookie set on a redirect") }
-        if route.answeredWithCredential { return .doNotStore(reason: "answered with the app's credential") }
-        if (300...399).contains(status), headers.contains("Location") {
-            // The app chose not to follow it; stored, it would be served as the final answer to
-            // requests whose apps follow redirects (this layer never replays a redirect).
-            return .doNotStore(reason: "redirect not followed")
-        }
-        if request.directives.noStore { return .doNotStore(reason: "request no-store") }
-        // A part is stored only as the answer to a request for one byte range (RFC 9111 §3.3):
-        // it could never answer a request for the whole (`matchingVariant`).
-        if status == 206, request.byteRange == nil { return .doNotStore(reason: "206 to a request for the whole") }
-        let directives = Self.responseDirectives(headers)
-        if directives.mustUnderstand, !Self.understoodStatusCodes.contains(status) {
-            return .doNotStore(reason: "must-understand with status \(status)")
-        }
-        // RFC 9111 §5.2.2.3: with `must-understand`, a status the cache understands overrides
-        // `no-store` (which is there for caches that do not understand it).
-        if directives.noStore, !directives.mustUnderstand { return .doNotStore(reason: "no-store") }
-        if let vary = headers["Vary"], HTTPHeaders.listMembers(vary[...]).contains("*") {
-            return .doNotStore(reason: "Vary: *")
-        }
-        if request.credentialFingerprint != nil, !storesCredentialedResponses, !directives.isPublic {
-            return .doNotStore(reason: "credentials without public")
-        }
-
-        let dateHeader = headers["Date"].flatMap(HTTPDate.parse)
-        let explicit = fixedLifetime ?? explicitFreshness(directives, headers: headers, date: dateHeader, responseDate: responseDate)
-        if let allowed = cacheableStatusCodes {
-            guard allowed.contains(status) else { return .doNotStore(reason: "status \(status)") }
-        } else {
-            // A 206 is stored as a part (`CachingPolicy.partialContentToStore`, RFC 9111 §3.3).
-            guard (200...599).contains(status), status != 304 else { return .doNotStore(reason: "status \(status)") }
-            if explicit == nil, !directives.isPublic, !Self.heuristicallyCacheableStatusCodes.contains(status) {
-                return .doNotStore(reason: "status \(status) without explicit freshness")
-            }
-        }
-
-        let lifetime: TimeInterval
-        if let fixedLifetime {
-            lifetime = fixedLifetime
-        } else if directives.noCache {
-            // Most restrictive wins: `no-cache` caps any other freshness at `noCacheReuse`.
-            lifetime = explicit.map { min($0, noCacheReuse) } ?? noCacheReuse
-        } else {
-            lifetime = explicit ?? heuristicFreshness(status: status, isPublic: directives.isPublic, headers: headers,
-                                                      date: dateHeader ?? responseDate)
-        }
-        // A fixed lifetime counts from the response's arrival, so its age there is not subtracted.
-        let initialAge = fixedLifetime != nil ? 0 : Self.correctedInitialAge(headers: headers, date: dateHeader,
-                                                                             requestDate: requestDate, responseDate: responseDate)
-        let hasValidator = headers.contains("ETag") || headers.contains("Last-Modified")
-        // A response that is stale on arrival and cannot be revalidated would only be refetched:
-        // storing it wastes space (an older cache stored such responses with expiry 0).
-        guard lifetime - initialAge > 0 || hasValidator else {
-            return .doNotStore(reason: "no freshness and no validator")
-        }
-        return .store(freshnessLifetime: lifetime, initialAge: initialAge)
-    }
-
-    /// Redirect statuses after which the target may differ next time.
-    static let temporaryRedirectStatuses: Set<Int> = [302, 303, 307]
-
-    /// `max-age`, else `Expires - Date`; nil when the response states no freshness.
-    private func explicitFreshness(_ directives: CacheControl, headers: HTTPHeaders, date: Date?, responseDate: Date) -> TimeInterval? {
-        if directives.hasInvalidFreshness { return 0 }
-        if let maxAge = directives.maxAge { return TimeInterval(maxAge) }
-        guard let expiresText = headers["Expires"] else { return nil }
-        // RFC 9111 §5.3: an invalid Expires (for example "0") means "already expired".
-        guard let expires = HTTPDate.parse(expiresText) else { return 0 }
-        return max(0, expires.timeIntervalSince(date ?? responseDate))
-    }
-
-    /// RFC 9111 §4.2.2: heuristic freshness for a status cacheable by default, or for any status
-    /// when the response is marked `public`.
-    private func heuristicFreshness(status: Int, isPublic: Bool, headers: HTTPHeaders, date: Date) -> TimeInterval {
-        if let etagWindow, headers.contains("ETag") {
-            return etagWindow
-        }
-        if let lastModifiedText = headers["Last-Modified"] {
-            switch lastModifiedFreshness {
-            case .none:
-                return 0
-            case .window(let window):
-                return window
-            case .fractionOfAge(let fraction, let cap):
-                guard isPublic || Self.heuristicallyCacheableStatusCodes.contains(status),
-                      let lastModified = HTTPDate.parse(lastModifiedText) else { return 0 }
-                return min(cap, max(0, date.timeIntervalSince(lastModified) * fraction))
-            }
-        }
-        if let imageLifetime, Self.hasNoCachingHeaders(headers),
-           let type = headers["Content-Type"], type.lowercased().hasPrefix("image/") {
-            return imageLifetime
-        }
-        return 0
-    }
-
-    private static func hasNoCachingHeaders(_ headers: HTTPHeaders) -> Bool {
-        !["Cache-Control", "Expires", "ETag", "Last-Modified", "Pragma"].contains(where: headers.contains)
-    }
-
-    /// `Cache-Control` of a response, with `Pragma: no-cache` counted as `no-cache` when there is
-    /// no `Cache-Control` at all.
-    static func responseDirectives(_ headers: HTTPHeaders) -> CacheControl {
-        let cacheControl = headers["Cache-Control"]
-        var directives = CacheControl(cacheControl)
-        if cacheControl == nil, let pragma = headers["Pragma"], pragma.lowercased().contains("no-cache") {
-            directives.noCache = true
-        }
-        return directives
-    }
-
-    /// The `Age` field's value (RFC 9111 §5.1): of a list (or of several lines), the first
-    /// member; nil when that is not a non-negative integer (`10a`, `-1`, `1.5`, `7200;x=y`),
-    /// which a cache ignores. Values beyond 2^31 count as 2^31.
-    static func ageValue(_ headers: HTTPHeaders) -> Int? {
-        guard let value = headers["Age"] else { return nil }
-        return CacheControl.deltaSeconds(HTTPHeaders.listMembers(value[...], omittingEmpty: false).first ?? "")
-    }
-
-    /// The fields of a response as a cache stores them (RFC 9111 §3.1): without `Connection`
-    /// and the fields it names, and without the hop-by-hop and proxy fields, which describe one
-    /// connection, not the response.
-    static func storableHeaders(_ headers: HTTPHeaders) -> HTTPHeaders {
-        var named = hopByHopFields
-        for list in headers.fields where list.name.isEqualIgnoringASCIICase("Connection") {
-            named += HTTPHeaders.listMembers(list.value[...]).map(String.init)
-        }
-        guard named.contains(where: headers.contains) else { return headers }
-        var stored = headers
-        for name in named { stored.remove(name) }
-        return stored
-    }
-
-    /// Fields never stored: they belong to one connection or one proxy hop.
-    static let hopByHopFields = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade",
-                                 "Proxy-Authenticate", "Proxy-Authentication-Info", "Proxy-Authorization"]
-
-    /// Whether a stored response is kept in memory only, never written to disk: one that sets a
-    /// cookie. It is stored (a private cache may, RFC 9111 §7.1) and replayed to requests with
-    /// the same credentials, but a session cookie's value never lands in a cache file; the
-    /// cookie jar is where cookies persist.
-    static func isKeptInMemoryOnly(_ headers: HTTPHeaders) -> Bool {
-        headers.contains("Set-Cookie")
-    }
-
-    /// RFC 9111 §4.2.3: the larger of the apparent age (from `Date`) and the `Age` header plus the
-    /// time the response took to arrive.
-    static func correctedInitialAge(headers: HTTPHeaders, date: Date?, requestDate: Date, responseDate: Date) -> TimeInterval {
-        let ageValue = Self.ageValue(headers) ?? 0
-        let apparentAge = date.map { max(0, responseDate.timeIntervalSince($0)) } ?? 0
-        let responseDelay = max(0, responseDate.timeIntervalSince(requestDate))
-        return max(apparentAge, TimeInterval(ageValue) + responseDelay)
     }
 
     // MARK: Variants

@@ -1,0 +1,263 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An exchange with the origin, top to bottom: start it (or join an identical one), send the
+/// planned request, let the policy judge the answer (`CachingPolicy.step`, pure: what to store,
+/// what to answer, or a follow-up GET), store, and answer every load that waits.
+extension CacheEngine {
+    /// Runs `plan` for `load`: joins an identical exchange that runs, or starts one.
+    func exchange(_ plan: ExchangePlan, for load: Load) {
+        exchange(plan, for: load.request, from: load.settings, waiting: load)
+    }
+
+    /// Runs `plan` for `request` from an app session with `settings`; `waiting` nil starts a
+    /// background exchange nobody waits for. Call it on the engine's queue (every caller is there
+    /// already), where an upstream task may be created.
+    func exchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?) {
+        guard case .started(let exchange) = exchanges.start(plan, for: request, from: settings, load: load,
+                                                            collapses: configuration.collapsesRequests) else { return }
+        let method: String
+        switch plan {
+        case .fetch, .forward:
+            method = "GET"
+        case .unsafe:
+            method = request.urlRequest.httpMethod ?? "POST"
+        case .revalidate:
+            // A byte range is revalidated with a conditional range GET, whose 206 is the part.
+            method = configuration.revalidation == .head && request.byteRange == nil ? "HEAD" : "GET"
+        }
+        send(.planned(method: method), in: exchange, listener: ExchangeListener(engine: self, exchange: exchange, starter: load))
+    }
+
+    /// Sends one request of `exchange`, unless every waiting load went away meanwhile (then the
+    /// exchange finishes with nothing to hand out).
+    private func send(_ sent: SentRequest, in exchange: Exchange, listener: ExchangeListener) {
+        guard case .send = exchange.prepareToSend() else { return finish(exchange, with: nil) }
+        let request = upstreamRequest(for: sent, in: exchange)
+        listener.expect(sent, method: request.httpMethod ?? "GET")
+        // A GET or HEAD whose waiting loads neither take the body as it arrives nor ask the app
+        // about redirects may be collected whole by Foundation (`UpstreamClient.send`).
+        let wholeBody = ["GET", "HEAD"].contains(request.httpMethod ?? "GET") && exchange.waiting.allSatisfy(\.load.takesWholeBody)
+        let task = upstream.send(request, from: exchange.id.settings, wholeBody: wholeBody, listener: listener) { [self] result in
+            received(result, for: sent, in: exchange, listener: listener)
+        }
+        if case .cancel(let task) = exchange.upstreamStarted(task) { task.cancel() }
+    }
+
+    /// The origin answered (or failed): the policy says what it means; the engine stores what it
+    /// says to store and answers everyone waiting, or sends the follow-up GET.
+    private func received(_ result: Result<ReceivedResponse, Error>, for sent: SentRequest, in exchange: Exchange,
+                          listener: ExchangeListener) {
+        let request = exchange.request
+        let now = configuration.now()
+        if case .success(let received) = result { recordTransfer(received) }
+        let trip = listener.record(result)
+        var context = ExchangeContext(reportedRedirect: listener.reportedRedirectTarget, storedPart: nil,
+                                      maximumEntrySize: store.maximumEntrySize, now: now)
+        if case .success(let received) = result, received.head.status == 206 {
+            context.storedPart = CachingPolicy.matchingVariant(in: store.peek(request.key), for: request)
+        }
+        switch policy(for: request).step(after: result, to: sent, of: exchange.plan, for: request, context: context) {
+        case .fetchBody:
+            send(.bodyAfterHead, in: exchange, listener: listener)
+        case .finish(let outcome):
+            apply(outcome.storage, for: request)
+            if outcome.learnsNoStore { learnNoStore(request.key, at: now) }
+            let answer: Answer
+            switch outcome.answer {
+            case .received(let status):
+                guard case .success(let received) = result else { preconditionFailure("a received answer without a response") }
+                answer = .response(deliverable(received.head, status: status), received.body)
+            case .stored(let entry, let status):
+                answer = self.answer(with: entry, for: request, status: status, at: now)
+            case .redirect(let target):
+                guard case .success(let received) = result else { preconditionFailure("a redirect without a response") }
+                answer = .redirect(received.head.response, to: target)
+            case .gatewayTimeout(let status):
+                answer = request.urlRequest.url.map { gatewayTimeout(for: $0, status: status) } ?? .failure(URLError(.cannotLoadFromNetwork))
+            case .failure(let error):
+                answer = .failure(error)
+            }
+            finish(exchange, with: Resolution(answer: answer, outcome: eventOutcome(outcome.verdict, of: exchange.plan), trip: trip,
+                                              isPrivateToStarter: outcome.isPrivateToStarter))
+        }
+    }
+
+    /// Carries out what the policy said to store.
+    private func apply(_ storage: ExchangeOutcome.Storage, for request: CacheRequest) {
+        switch storage {
+        case .none:
+            break
+        case .store(let entry, let memoryOnly):
+            store.storeVariant(entry, key: request.key, memoryOnly: memoryOnly)
+        case .removeVariant:
+            store.removeVariant(forKey: request.key) { CachingPolicy.variant($0, matches: request) }
+        case .removeRecords(let keys):
+            for key in keys { store.removeRecord(forKey: key) }
+        }
+    }
+
+    /// The event outcome of an exchange that ended with `verdict`.
+    private func eventOutcome(_ verdict: ExchangeOutcome.Verdict, of plan: ExchangePlan) -> CacheEvent.Outcome {
+        switch verdict {
+        case .notModified: return .revalidatedNotModified
+        case .staleAfterError: return .staleAfterError
+        case .failed: return .failed
+        case .received:
+            if case .revalidate = plan { return .revalidatedChanged }
+            return .fetched
+        }
+    }
+
+    /// What an exchange hands to every load that waited on it.
+    private struct Resolution: Sendable {
+        let answer: Answer
+        let outcome: CacheEvent.Outcome
+        let trip: Trip
+        /// Only for the load that started the exchange: its app answered a challenge with a
+        /// credential on the way.
+        var isPrivateToStarter = false
+    }
+
+    /// Hands `resolution` to every load that waits on `exchange` and retires it; with no
+    /// resolution (nobody waits any more) it only retires it. A resolution private to the load
+    /// that started the exchange goes to that load only; the others start again, on their own.
+    private func finish(_ exchange: Exchange, with resolution: Resolution?) {
+        guard let waiters = exchanges.finish(exchange), let resolution else { return }
+        for waiter in waiters {
+            if resolution.isPrivateToStarter, waiter.collapsed {
+                var retried = waiter.load
+                retried.collapsible = false
+                let load = retried
+                Self.queue.async { [self] in
+                    let (plan, now) = plan(for: load.request, record: store.finishLookup(load.request.key))
+                    proceed(load, plan, now: now)
+                }
+                continue
+            }
+            deliver(resolution.answer, to: waiter.load, outcome: resolution.outcome, trip: resolution.trip,
+                    collapsed: waiter.collapsed)
+        }
+    }
+
+    /// The request `sent` of `exchange` as it goes upstream: the app's request with its headers,
+    /// timeout and method, told not to use Foundation's cache, with the stored validators for a
+    /// revalidation and what the app's cache policy asks of caches on the way. An unsafe request
+    /// goes as it is.
+    private func upstreamRequest(for sent: SentRequest, in exchange: Exchange) -> URLRequest {
+        let request = exchange.request
+        var upstream = request.urlRequest
+        upstream.cachePolicy = .reloadIgnoringLocalCacheData
+        if case .unsafe = exchange.plan { return upstream }
+        upstream.httpMethod = "GET"
+        if case .planned(let method) = sent {
+            upstream.httpMethod = method
+            if case .revalidate(_, let conditions) = exchange.plan {
+                if let etag = conditions.ifNoneMatch { upstream.setValue(etag, forHTTPHeaderField: "If-None-Match") }
+                if let date = conditions.ifModifiedSince { upstream.setValue(date, forHTTPHeaderField: "If-Modified-Since") }
+            }
+        }
+        if request.mode == .reloadFromOrigin {
+            upstream.setValue("no-cache", forHTTPHeaderField: "Cache-Control")
+            upstream.setValue("no-cache", forHTTPHeaderField: "Pragma")
+        } else if request.mode == .revalidate, request.urlRequest.value(forHTTPHeaderField: "Cache-Control") == nil {
+            // As a browser's reload does: caches on the way revalidate too.
+            upstream.setValue("max-age=0", forHTTPHeaderField: "Cache-Control")
+        }
+        return upstream
+    }
+}
+
+/// What the loads of one exchange say while its upstream request runs: the load that started it
+/// decides redirects and answers challenges (a background exchange follows redirects and gives
+/// challenges default handling), and every waiting load that takes bodies as they arrive gets
+/// the response head and its body's pieces. It also keeps the exchange's `Trip`.
+final class ExchangeListener: UpstreamListener {
+    private let engine: CacheEngine
+    private let exchange: Exchange
+    private let starter: Load?
+
+    private struct State {
+        /// The request being sent, so a response head can be judged.
+        var sent = SentRequest.planned(method: "GET")
+        var trip = CacheEngine.Trip()
+        /// A redirect reported to the app rather than followed (`RedirectHandling.report`).
+        var reportedRedirectTarget: URLRequest?
+        /// The loads that got the response head, and so get the body's pieces.
+        var streamingTo: [LoadClient] = []
+    }
+    private let state = Locked(State())
+
+    init(engine: CacheEngine, exchange: Exchange, starter: Load?) {
+        self.engine = engine
+        self.exchange = exchange
+        self.starter = starter
+    }
+
+    /// Says which request of the exchange is sent next, with `method`.
+    func expect(_ sent: SentRequest, method: String) {
+        state.withLock { state in
+            state.sent = sent
+            state.trip.methods.append(method)
+            state.streamingTo = []
+        }
+    }
+
+    /// Counts the answer to the request sent last; returns the exchange's trip so far.
+    func record(_ result: Result<ReceivedResponse, Error>) -> CacheEngine.Trip {
+        state.withLock { state in
+            switch result {
+            case .success(let received):
+                state.trip.originStatus = received.head.status
+                state.trip.bytes += received.body.count
+            case .failure:
+                state.trip.originStatus = nil
+            }
+            return state.trip
+        }
+    }
+
+    /// Where the app's session goes instead, when a redirect was reported rather than followed.
+    var reportedRedirectTarget: URLRequest? { state.withLock { $0.reportedRedirectTarget } }
+
+    func upstreamWillRedirect(_ response: HTTPURLResponse, to request: URLRequest,
+                              decide: @escaping @Sendable (RedirectDecision) -> Void) {
+        switch starter?.redirects ?? .follow {
+        case .follow:
+            decide(.follow)
+        case .ask(let ask):
+            ask(response, request) { given in decide(given.map(RedirectDecision.followAsGiven) ?? .stop) }
+        case .report:
+            state.withLock { $0.reportedRedirectTarget = request }
+            decide(.stop)
+        }
+    }
+
+    func upstreamDidReceiveChallenge(_ challenge: URLAuthenticationChallenge,
+                                     answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        guard let starter else { return answer(.performDefaultHandling, nil) }
+        starter.client.answer(challenge, reply: answer)
+    }
+
+    func upstreamDidReceiveHead(_ head: ReceivedHead) -> Bool {
+        let (sent, reported) = state.withLock { ($0.sent, $0.reportedRedirectTarget) }
+        var waiters = exchange.waiting.filter(\.load.streamsBody)
+        if head.route.answeredWithCredential { waiters = waiters.filter { !$0.collapsed } }
+        guard !waiters.isEmpty else { return false }
+        let request = exchange.request
+        let context = ExchangeContext(reportedRedirect: reported, storedPart: nil, maximumEntrySize: engine.store.maximumEntrySize,
+                                      now: engine.configuration.now())
+        guard let status = engine.policy(for: request).streamedStatus(of: head, to: sent, of: exchange.plan, for: request,
+                                                                      context: context) else { return false }
+        let response = engine.deliverable(head, status: status)
+        state.withLock { $0.streamingTo = waiters.map(\.load.client) }
+        for waiter in waiters { waiter.load.client.receiveHead(response) }
+        return true
+    }
+
+    func upstreamDidReceiveBody(_ data: Data) {
+        for client in state.withLock({ $0.streamingTo }) { client.receiveChunk(data) }
+    }
+}

@@ -1,0 +1,254 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How a response was reached, where that decides whether it may be stored.
+package struct ResponseRoute: Sendable, Equatable {
+    /// The redirects followed on the way, in order: after a temporary one (302, 303, 307) the
+    /// final response is not stored under the original URL, which may point elsewhere next time.
+    package var redirectStatuses: [Int]
+    /// A redirect on the way set a cookie: the final response may depend on it.
+    package var cookieSetOnTheWay: Bool
+    /// The app answered an authentication challenge with a credential on the way: the response
+    /// belongs to that credential, which the request's fingerprint does not show.
+    package var answeredWithCredential: Bool
+
+    package init(redirectStatuses: [Int] = [], cookieSetOnTheWay: Bool = false, answeredWithCredential: Bool = false) {
+        self.redirectStatuses = redirectStatuses
+        self.cookieSetOnTheWay = cookieSetOnTheWay
+        self.answeredWithCredential = answeredWithCredential
+    }
+
+    /// Reached directly, with nothing of the above.
+    package static let direct = ResponseRoute()
+}
+
+/// Whether and how long a response is stored: the output of the storage half of the core.
+package enum StorageDecision: Sendable, Equatable {
+    case store(freshnessLifetime: TimeInterval, initialAge: TimeInterval)
+    case doNotStore(reason: String)
+}
+
+extension CachingPolicy {
+    // MARK: Storage
+
+    /// Decides whether a response to `request` is stored, and its freshness lifetime and
+    /// corrected initial age (RFC 9111 §4.2), from its status and headers and the times the
+    /// request was sent and the response received.
+    ///
+    /// `route` says how the response was reached, where that matters (see `ResponseRoute`).
+    package func storageDecision(
+        for request: CacheRequest,
+        status: Int,
+        headers: HTTPHeaders,
+        requestDate: Date,
+        responseDate: Date,
+        route: ResponseRoute = .direct
+    ) -> StorageDecision {
+        if route.redirectStatuses.contains(where: Self.temporaryRedirectStatuses.contains) {
+            return .doNotStore(reason: "temporary redirect")
+        }
+        if route.cookieSetOnTheWay { return .doNotStore(reason: "cookie set on a redirect") }
+        if route.answeredWithCredential { return .doNotStore(reason: "answered with the app's credential") }
+        if (300...399).contains(status), headers.contains("Location") {
+            // The app chose not to follow it; stored, it would be served as the final answer to
+            // requests whose apps follow redirects (this layer never replays a redirect).
+            return .doNotStore(reason: "redirect not followed")
+        }
+        if request.directives.noStore { return .doNotStore(reason: "request no-store") }
+        // A part is stored only as the answer to a request for one byte range (RFC 9111 §3.3):
+        // it could never answer a request for the whole (`matchingVariant`).
+        if status == 206, request.byteRange == nil { return .doNotStore(reason: "206 to a request for the whole") }
+        let directives = Self.responseDirectives(headers)
+        if directives.mustUnderstand, !Self.understoodStatusCodes.contains(status) {
+            return .doNotStore(reason: "must-understand with status \(status)")
+        }
+        // RFC 9111 §5.2.2.3: with `must-understand`, a status the cache understands overrides
+        // `no-store` (which is there for caches that do not understand it).
+        if directives.noStore, !directives.mustUnderstand { return .doNotStore(reason: "no-store") }
+        if let vary = headers["Vary"], HTTPHeaders.listMembers(vary[...]).contains("*") {
+            return .doNotStore(reason: "Vary: *")
+        }
+        if request.credentialFingerprint != nil, !storesCredentialedResponses, !directives.isPublic {
+            return .doNotStore(reason: "credentials without public")
+        }
+
+        let dateHeader = headers["Date"].flatMap(HTTPDate.parse)
+        let explicit = fixedLifetime ?? explicitFreshness(directives, headers: headers, date: dateHeader, responseDate: responseDate)
+        if let allowed = cacheableStatusCodes {
+            guard allowed.contains(status) else { return .doNotStore(reason: "status \(status)") }
+        } else {
+            // A 206 is stored as a part (`CachingPolicy.partialContentToStore`, RFC 9111 §3.3).
+            guard (200...599).contains(status), status != 304 else { return .doNotStore(reason: "status \(status)") }
+            if explicit == nil, !directives.isPublic, !Self.heuristicallyCacheableStatusCodes.contains(status) {
+                return .doNotStore(reason: "status \(status) without explicit freshness")
+            }
+        }
+
+        let lifetime: TimeInterval
+        if let fixedLifetime {
+            lifetime = fixedLifetime
+        } else if directives.noCache {
+            // Most restrictive wins: `no-cache` caps any other freshness at `noCacheReuse`.
+            lifetime = explicit.map { min($0, noCacheReuse) } ?? noCacheReuse
+        } else {
+            lifetime = explicit ?? heuristicFreshness(status: status, isPublic: directives.isPublic, headers: headers,
+                                                      date: dateHeader ?? responseDate)
+        }
+        // A fixed lifetime counts from the response's arrival, so its age there is not subtracted.
+        let initialAge = fixedLifetime != nil ? 0 : Self.correctedInitialAge(headers: headers, date: dateHeader,
+                                                                             requestDate: requestDate, responseDate: responseDate)
+        let hasValidator = headers.contains("ETag") || headers.contains("Last-Modified")
+        // A response that is stale on arrival and cannot be revalidated would only be refetched:
+        // storing it wastes space (an older cache stored such responses with expiry 0).
+        guard lifetime - initialAge > 0 || hasValidator else {
+            return .doNotStore(reason: "no freshness and no validator")
+        }
+        return .store(freshnessLifetime: lifetime, initialAge: initialAge)
+    }
+
+    /// Whether and how long the response `head` is stored for `request`: `storageDecision`,
+    /// unless the response is larger than `maximumEntrySize` — by its body when it is in
+    /// (`bodyBytes`), else by its `Content-Length` — and then it is delivered, not stored.
+    func storageDecision(for head: ReceivedHead, request: CacheRequest, bodyBytes: Int?, maximumEntrySize: Int) -> StorageDecision {
+        let declared = head.response.expectedContentLength
+        if let bytes = bodyBytes ?? (declared >= 0 ? Int(clamping: declared) : nil), bytes > maximumEntrySize {
+            return .doNotStore(reason: "\(bytes) bytes, more than the largest stored response (maximumEntrySize, \(maximumEntrySize) bytes)")
+        }
+        return storageDecision(for: request, status: head.status, headers: head.headers, requestDate: head.requestDate,
+                               responseDate: head.responseDate, route: head.route)
+    }
+
+    /// The `Cache-Status` of a response fetched from the origin (RFC 9211): why it was
+    /// forwarded, the origin's status, and whether it was stored and for how long.
+    func cacheStatus(forFetched head: ReceivedHead, decision: StorageDecision, forward: CacheStatus.Forward, now: Date) -> CacheStatus {
+        var status = CacheStatus(forward: forward, forwardStatus: head.status)
+        if case .store(let lifetime, let initialAge) = decision {
+            status.stored = true
+            let age = initialAge + max(0, now.timeIntervalSince(head.responseDate))
+            status.timeToLive = Int((lifetime - age).rounded(.down))
+        }
+        return status
+    }
+
+    /// The entry that stores a response to `request` with `status`, `headers` and `body`, as the
+    /// storage decision judged it: the storable fields (`storableHeaders`), the `Vary` values and
+    /// credential fingerprint of the request. The one way an entry is made from a response, for
+    /// the protocol's fetches and the `URLCache` API alike.
+    static func entry(storing status: Int, headers: HTTPHeaders, body: Data, url: String, for request: CacheRequest,
+                      requestDate: Date, responseDate: Date, freshnessLifetime: TimeInterval, initialAge: TimeInterval,
+                      userInfo: Data? = nil) -> CacheEntry {
+        let stored = storableHeaders(headers)
+        return CacheEntry(
+            responseURL: url, statusCode: status, headers: stored, body: body,
+            requestDate: requestDate, responseDate: responseDate, initialAge: initialAge, freshnessLifetime: freshnessLifetime,
+            varyFields: varyFields(for: stored, request: request), credentialFingerprint: request.credentialFingerprint,
+            userInfo: userInfo)
+    }
+
+    /// `entry(storing:…)` for a response fetched from the origin.
+    static func entry(storing head: ReceivedHead, body: Data, for request: CacheRequest, freshnessLifetime: TimeInterval,
+                      initialAge: TimeInterval) -> CacheEntry {
+        entry(storing: head.status, headers: head.headers, body: body,
+              url: head.response.url?.absoluteString ?? request.urlRequest.url?.absoluteString ?? "", for: request,
+              requestDate: head.requestDate, responseDate: head.responseDate, freshnessLifetime: freshnessLifetime,
+              initialAge: initialAge)
+    }
+
+    /// Redirect statuses after which the target may differ next time.
+    static let temporaryRedirectStatuses: Set<Int> = [302, 303, 307]
+
+    /// `max-age`, else `Expires - Date`; nil when the response states no freshness.
+    private func explicitFreshness(_ directives: CacheControl, headers: HTTPHeaders, date: Date?, responseDate: Date) -> TimeInterval? {
+        if directives.hasInvalidFreshness { return 0 }
+        if let maxAge = directives.maxAge { return TimeInterval(maxAge) }
+        guard let expiresText = headers["Expires"] else { return nil }
+        // RFC 9111 §5.3: an invalid Expires (for example "0") means "already expired".
+        guard let expires = HTTPDate.parse(expiresText) else { return 0 }
+        return max(0, expires.timeIntervalSince(date ?? responseDate))
+    }
+
+    /// RFC 9111 §4.2.2: heuristic freshness for a status cacheable by default, or for any status
+    /// when the response is marked `public`.
+    private func heuristicFreshness(status: Int, isPublic: Bool, headers: HTTPHeaders, date: Date) -> TimeInterval {
+        if let etagWindow, headers.contains("ETag") {
+            return etagWindow
+        }
+        if let lastModifiedText = headers["Last-Modified"] {
+            switch lastModifiedFreshness {
+            case .none:
+                return 0
+            case .window(let window):
+                return window
+            case .fractionOfAge(let fraction, let cap):
+                guard isPublic || Self.heuristicallyCacheableStatusCodes.contains(status),
+                      let lastModified = HTTPDate.parse(lastModifiedText) else { return 0 }
+                return min(cap, max(0, date.timeIntervalSince(lastModified) * fraction))
+            }
+        }
+        if let imageLifetime, Self.hasNoCachingHeaders(headers),
+           let type = headers["Content-Type"], type.lowercased().hasPrefix("image/") {
+            return imageLifetime
+        }
+        return 0
+    }
+
+    private static func hasNoCachingHeaders(_ headers: HTTPHeaders) -> Bool {
+        !["Cache-Control", "Expires", "ETag", "Last-Modified", "Pragma"].contains(where: headers.contains)
+    }
+
+    /// `Cache-Control` of a response, with `Pragma: no-cache` counted as `no-cache` when there is
+    /// no `Cache-Control` at all.
+    static func responseDirectives(_ headers: HTTPHeaders) -> CacheControl {
+        let cacheControl = headers["Cache-Control"]
+        var directives = CacheControl(cacheControl)
+        if cacheControl == nil, let pragma = headers["Pragma"], pragma.lowercased().contains("no-cache") {
+            directives.noCache = true
+        }
+        return directives
+    }
+
+    /// The `Age` field's value (RFC 9111 §5.1): of a list (or of several lines), the first
+    /// member; nil when that is not a non-negative integer (`10a`, `-1`, `1.5`, `7200;x=y`),
+    /// which a cache ignores. Values beyond 2^31 count as 2^31.
+    static func ageValue(_ headers: HTTPHeaders) -> Int? {
+        guard let value = headers["Age"] else { return nil }
+        return CacheControl.deltaSeconds(HTTPHeaders.listMembers(value[...], omittingEmpty: false).first ?? "")
+    }
+
+    /// The fields of a response as a cache stores them (RFC 9111 §3.1): without `Connection`
+    /// and the fields it names, and without the hop-by-hop and proxy fields, which describe one
+    /// connection, not the response.
+    static func storableHeaders(_ headers: HTTPHeaders) -> HTTPHeaders {
+        var named = hopByHopFields
+        for list in headers.fields where list.name.isEqualIgnoringASCIICase("Connection") {
+            named += HTTPHeaders.listMembers(list.value[...]).map(String.init)
+        }
+        guard named.contains(where: headers.contains) else { return headers }
+        var stored = headers
+        for name in named { stored.remove(name) }
+        return stored
+    }
+
+    /// Fields never stored: they belong to one connection or one proxy hop.
+    static let hopByHopFields = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade",
+                                 "Proxy-Authenticate", "Proxy-Authentication-Info", "Proxy-Authorization"]
+
+    /// Whether a stored response is kept in memory only, never written to disk: one that sets a
+    /// cookie. It is stored (a private cache may, RFC 9111 §7.1) and replayed to requests with
+    /// the same credentials, but a session cookie's value never lands in a cache file; the
+    /// cookie jar is where cookies persist.
+    static func isKeptInMemoryOnly(_ headers: HTTPHeaders) -> Bool {
+        headers.contains("Set-Cookie")
+    }
+
+    /// RFC 9111 §4.2.3: the larger of the apparent age (from `Date`) and the `Age` header plus the
+    /// time the response took to arrive.
+    static func correctedInitialAge(headers: HTTPHeaders, date: Date?, requestDate: Date, responseDate: Date) -> TimeInterval {
+        let ageValue = Self.ageValue(headers) ?? 0
+        let apparentAge = date.map { max(0, responseDate.timeIntervalSince($0)) } ?? 0
+        let responseDelay = max(0, responseDate.timeIntervalSince(requestDate))
+        return max(apparentAge, TimeInterval(ageValue) + responseDelay)
+    }
+}
