@@ -1,0 +1,212 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// The engine on its own: a fake upstream the test answers by hand, a fake store and recording
+/// clients, as async-http-client's `RequestBagTests` drive its state machine. No URLSession, no
+/// network, no disk; time moves only when the test moves it.
+final class CacheEngineTests: XCTestCase {
+    private var clock: ManualClock!
+    private var upstream: FakeUpstream!
+    private var store: FakeStore!
+    private var engine: CacheEngine!
+    private var directory: URL!
+    private let url = URL(string: "https://example.com/feed")!
+
+    override func setUpWithError() throws {
+        clock = ManualClock()
+        upstream = FakeUpstream(clock: clock.read)
+        store = FakeStore()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("CacheEngineTests-\(UUID().uuidString)")
+        // The configuration's cache is not the engine's store here: the engine reads only its
+        // settings (policy, clock, revalidation, collapsing).
+        let configuration = CachingConfiguration(cache: CachingURLCache(memoryCapacity: 0, diskCapacity: 0, directory: directory),
+                                                 now: clock.read)
+        engine = CacheEngine(configuration: configuration, store: store, upstream: upstream)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private var key: String { CacheKey.make(method: "GET", url: url) }
+
+    private func request(_ headers: [String: String] = [:]) -> CacheRequest {
+        var request = URLRequest(url: url)
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        return CacheRequest(request, key: key)
+    }
+
+    /// Starts a load the way the protocol does; returns its client and handle (nil handle: answered at once).
+    @discardableResult
+    private func load(_ request: CacheRequest? = nil) -> (RecordingLoadClient, LoadHandle?) {
+        let client = RecordingLoadClient()
+        switch engine.start(request ?? self.request(), from: .standard) {
+        case .answered(let answer):
+            client.receive(answer, outcome: .hit)
+            return (client, nil)
+        case .planned(let planned):
+            return (client, engine.proceed(planned, client: client))
+        }
+    }
+
+    /// Waits until the engine's queue has run everything handed to it so far (loads joining).
+    private func settle() {
+        CacheEngine.queue.sync(flags: .barrier) {}
+    }
+
+    private func wait(_ clients: RecordingLoadClient...) {
+        wait(for: clients.map(\.answered), timeout: 10)
+    }
+
+    /// Stores a response with `headers` as fetched at the clock's time.
+    private func storeFetched(_ headers: [String: String], body: String = "stored") {
+        let number = upstream.sent.count
+        let (client, _) = load()
+        upstream.waitForRequests(number + 1)
+        upstream.respond(number, status: 200, headers: headers, body: Data(body.utf8))
+        wait(client)
+    }
+
+    // MARK: Joining and leaving
+
+    func testIdenticalLoadsJoinOneUpstreamRequestAndAllGetItsAnswer() {
+        let (first, _) = load()
+        upstream.waitForRequests(1)
+        let (second, _) = load()
+        let (third, _) = load()
+        settle()
+        upstream.respond(0, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("fresh".utf8))
+        wait(first, second, third)
+        XCTAssertEqual(upstream.sent.count, 1, "one upstream request for three loads")
+        XCTAssertEqual([first.summary, second.summary, third.summary], ["200 fresh", "200 fresh", "200 fresh"])
+        XCTAssertEqual(engine.configuration.statistics.fetched, 3)
+        XCTAssertEqual(engine.configuration.statistics.collapsed, 2)
+        XCTAssertEqual(store.entry(key)?.body, Data("fresh".utf8), "stored once")
+    }
+
+    func testTheLastWaiterLeavingCancelsTheUpstreamRequestAndNothingIsStored() {
+        let (first, firstHandle) = load()
+        upstream.waitForRequests(1)
+        settle()
+        let (second, secondHandle) = load()
+        settle()
+        firstHandle?.cancel()
+        XCTAssertFalse(upstream.isCancelled(0), "another load still waits")
+        secondHandle?.cancel()
+        XCTAssertTrue(upstream.isCancelled(0), "nobody waits: the request is cancelled")
+        upstream.fail(0, URLError(.cancelled))
+        XCTAssertEqual([first.summary, second.summary], ["no answer", "no answer"], "a cancelled load gets nothing")
+        XCTAssertNil(store.entry(key))
+        // The abandoned exchange is retired: the next load sends its own request.
+        let (third, _) = load()
+        upstream.waitForRequests(2)
+        upstream.respond(1, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("late".utf8))
+        wait(third)
+        XCTAssertEqual(third.summary, "200 late")
+    }
+
+    func testALoadCancelledWhileItsRevalidationRunsCancelsIt() {
+        storeFetched(["ETag": "\"v1\"", "Cache-Control": "max-age=60"])
+        clock.advance(by: 120)
+        let (client, handle) = load()
+        upstream.waitForRequests(2)
+        XCTAssertEqual(upstream.sent[1].method, "HEAD")
+        settle()
+        handle?.cancel()
+        XCTAssertTrue(upstream.isCancelled(1))
+        upstream.fail(1, URLError(.cancelled))
+        XCTAssertEqual(client.summary, "no answer")
+        XCTAssertEqual(store.entry(key)?.body, Data("stored".utf8), "the stored response stays")
+    }
+
+    // MARK: Revalidation
+
+    func testA304MergesItsFieldsIntoTheStoredResponseAndServesTheStoredBody() {
+        storeFetched(["ETag": "\"v1\"", "Cache-Control": "max-age=60", "X-Version": "1"])
+        clock.advance(by: 120)
+        let (client, _) = load()
+        upstream.waitForRequests(2)
+        XCTAssertEqual(upstream.sent[1].method, "HEAD")
+        XCTAssertEqual(upstream.sent[1].header("If-None-Match"), "\"v1\"")
+        upstream.respond(1, status: 304, headers: ["ETag": "\"v1\"", "Cache-Control": "max-age=300", "X-Version": "2"])
+        wait(client)
+        XCTAssertEqual(client.summary, "200 stored", "the stored body, as a 200")
+        XCTAssertEqual(client.outcome, .revalidatedNotModified)
+        XCTAssertEqual(client.cacheStatus, "CachingProtocol; fwd=stale; fwd-status=304; stored; ttl=300")
+        let merged = store.entry(key)
+        XCTAssertEqual(merged?.headers["X-Version"], "2", "the 304's fields replace the stored ones")
+        XCTAssertEqual(merged?.freshnessLifetime, 300)
+        XCTAssertEqual(merged?.responseDate, clock.now, "freshened now")
+        XCTAssertEqual(upstream.sent.count, 2, "no GET after a 304")
+    }
+
+    func testAChangedResourceFoundByTheHeadIsFetchedWithAGetAndReplacesTheStoredOne() {
+        storeFetched(["ETag": "\"v1\"", "Cache-Control": "max-age=60"])
+        clock.advance(by: 120)
+        let (client, _) = load()
+        upstream.waitForRequests(2)
+        upstream.respond(1, status: 200, headers: ["ETag": "\"v2\"", "Content-Length": "7"])
+        upstream.waitForRequests(3)
+        XCTAssertEqual(upstream.sent[2].method, "GET")
+        XCTAssertNil(upstream.sent[2].header("If-None-Match"), "the body is fetched unconditionally")
+        upstream.respond(2, status: 200, headers: ["ETag": "\"v2\"", "Cache-Control": "max-age=60"], body: Data("changed".utf8))
+        wait(client)
+        XCTAssertEqual(client.summary, "200 changed")
+        XCTAssertEqual(client.outcome, .revalidatedChanged)
+        XCTAssertEqual(store.entry(key)?.body, Data("changed".utf8))
+    }
+
+    // MARK: Errors
+
+    func testAStaleAnswerWhenTheOriginCannotBeReached() {
+        storeFetched(["ETag": "\"v1\"", "Cache-Control": "max-age=60"])
+        clock.advance(by: 120)
+        let (client, _) = load()
+        upstream.waitForRequests(2)
+        upstream.fail(1, URLError(.cannotConnectToHost))
+        wait(client)
+        XCTAssertEqual(client.summary, "200 stored")
+        XCTAssertEqual(client.outcome, .staleAfterError)
+        XCTAssertEqual(client.cacheStatus, "CachingProtocol; fwd=stale; ttl=-60; detail=stale-if-error")
+        XCTAssertEqual(store.entry(key)?.body, Data("stored".utf8), "kept for the next failure")
+    }
+
+    func testAMustRevalidateResponseTheOriginCannotValidateIsA504() {
+        storeFetched(["ETag": "\"v1\"", "Cache-Control": "max-age=60, must-revalidate"])
+        clock.advance(by: 120)
+        let (client, _) = load()
+        upstream.waitForRequests(2)
+        upstream.fail(1, URLError(.cannotConnectToHost))
+        wait(client)
+        XCTAssertEqual(client.summary, "504 ")
+        XCTAssertEqual(client.outcome, .failed)
+        XCTAssertEqual(client.cacheStatus, "CachingProtocol; fwd=stale; detail=origin-unreachable")
+    }
+
+    func testAFailureWithNothingStoredIsTheOriginsError() {
+        let (client, _) = load()
+        upstream.waitForRequests(1)
+        upstream.fail(0, URLError(.timedOut))
+        wait(client)
+        XCTAssertEqual(client.summary, "error \(URLError.Code.timedOut.rawValue)")
+        XCTAssertEqual(client.outcome, .failed)
+    }
+
+    // MARK: Hits
+
+    func testAFreshHitIsAnsweredOnTheCallersThreadWithoutTheUpstream() {
+        storeFetched(["Cache-Control": "max-age=60"])
+        guard case .answered(let answer) = engine.start(request(), from: .standard) else { return XCTFail("a fresh hit answers at once") }
+        guard case .response(let response, let body) = answer else { return XCTFail("a response") }
+        XCTAssertEqual(body, Data("stored".utf8))
+        XCTAssertEqual(response.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; hit")
+        XCTAssertEqual(response.value(forHTTPHeaderField: "Age"), "0")
+        XCTAssertEqual(upstream.sent.count, 1, "only the first fetch")
+        XCTAssertEqual(engine.configuration.statistics.hits, 1)
+    }
+}

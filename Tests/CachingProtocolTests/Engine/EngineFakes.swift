@@ -1,0 +1,145 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import XCTest
+@testable import CachingProtocol
+
+/// An origin the test answers by hand: it records every request the engine sends and completes
+/// it when told. No network, no URLSession.
+final class FakeUpstream: Upstream, @unchecked Sendable {
+    // @unchecked: every field is guarded by `state`'s lock; XCTestExpectation is thread-safe.
+    struct Sent {
+        let request: URLRequest
+        let wholeBody: Bool
+        let listener: UpstreamListener?
+        let task: UpstreamTask
+        let completion: @Sendable (Result<ReceivedResponse, Error>) -> Void
+        var method: String { request.httpMethod ?? "GET" }
+        func header(_ name: String) -> String? { request.value(forHTTPHeaderField: name) }
+    }
+
+    private struct State {
+        var sent: [Sent] = []
+        var cancelled: Set<Int> = []
+        var waitingFor: (count: Int, expectation: XCTestExpectation)?
+    }
+    private let state = Locked(State())
+    let clock: @Sendable () -> Date
+
+    init(clock: @escaping @Sendable () -> Date) {
+        self.clock = clock
+    }
+
+    func send(_ request: URLRequest, from settings: SessionSettings, wholeBody: Bool, listener: UpstreamListener?,
+              completion: @escaping @Sendable (Result<ReceivedResponse, Error>) -> Void) -> UpstreamTask {
+        let task = UpstreamTask()
+        let expectation = state.withLock { state -> XCTestExpectation? in
+            let number = state.sent.count
+            state.sent.append(Sent(request: request, wholeBody: wholeBody, listener: listener, task: task, completion: completion))
+            task.adopt { [weak self] in self?.state.withLock { _ = $0.cancelled.insert(number) } }
+            guard let waiting = state.waitingFor, state.sent.count >= waiting.count else { return nil }
+            state.waitingFor = nil
+            return waiting.expectation
+        }
+        expectation?.fulfill()
+        return task
+    }
+
+    func shutdown() {}
+
+    var sent: [Sent] { state.withLock { $0.sent } }
+    func isCancelled(_ number: Int) -> Bool { state.withLock { $0.cancelled.contains(number) } }
+
+    /// Waits until `count` requests were sent (they are sent from the engine's queue).
+    func waitForRequests(_ count: Int, timeout: TimeInterval = 10) {
+        let expectation = XCTestExpectation(description: "\(count) upstream requests")
+        let already = state.withLock { state -> Bool in
+            if state.sent.count >= count { return true }
+            state.waitingFor = (count, expectation)
+            return false
+        }
+        if already { return }
+        _ = XCTWaiter().wait(for: [expectation], timeout: timeout)
+    }
+
+    /// Answers request `number` with a response.
+    func respond(_ number: Int, status: Int, headers: [String: String] = [:], body: Data = Data()) {
+        let sent = self.sent[number]
+        let response = HTTPURLResponse(url: sent.request.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
+        let now = clock()
+        let head = ReceivedHead(response: response, route: .direct, requestDate: now, responseDate: now)
+        sent.completion(.success(ReceivedResponse(head: head, body: body, transferSeconds: 0.001)))
+    }
+
+    /// Ends request `number` with an error.
+    func fail(_ number: Int, _ error: Error = URLError(.cannotConnectToHost)) {
+        sent[number].completion(.failure(error))
+    }
+}
+
+/// A store in a dictionary, as `TieredStore` keeps variants (newest first, one per variant).
+final class FakeStore: RecordStore, @unchecked Sendable {
+    // @unchecked: every field is guarded by `records`' lock.
+    private let records = Locked<[String: CacheRecord]>([:])
+    let maximumEntrySize = Int.max
+
+    func lookup(_ key: String) -> RecordLookup { .answered(records.withLock { $0[key] }) }
+    func finishLookup(_ key: String) -> CacheRecord? { records.withLock { $0[key] } }
+    func record(forKey key: String) -> CacheRecord? { records.withLock { $0[key] } }
+    func peek(_ key: String) -> CacheRecord? { records.withLock { $0[key] } }
+    func mayContainRecord(forKey key: String) -> Bool { records.withLock { $0[key] != nil } }
+
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
+        records.withLock { records in
+            var variants = records[key]?.variants ?? []
+            variants.removeAll { $0.isSameVariant(as: entry) }
+            variants.insert(entry, at: 0)
+            records[key] = CacheRecord(key: key, variants: variants)
+        }
+    }
+
+    func removeVariant(forKey key: String, matching matches: (CacheEntry) -> Bool) {
+        records.withLock { records in
+            guard var record = records[key], let index = record.variants.firstIndex(where: matches) else { return }
+            record.variants.remove(at: index)
+            records[key] = record.variants.isEmpty ? nil : record
+        }
+    }
+
+    func removeRecord(forKey key: String) {
+        records.withLock { _ = $0.removeValue(forKey: key) }
+    }
+
+    /// The one variant stored under `key`, if any.
+    func entry(_ key: String) -> CacheEntry? { records.withLock { $0[key]?.variants.first } }
+}
+
+/// A load's client that records its answer.
+final class RecordingLoadClient: LoadClient, @unchecked Sendable {
+    // @unchecked: every field is guarded by `state`'s lock; XCTestExpectation is thread-safe.
+    private let state = Locked<(answer: Answer?, outcome: CacheEvent.Outcome?)>((nil, nil))
+    let answered = XCTestExpectation(description: "answered")
+
+    func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
+        state.withLock { $0 = (answer, outcome) }
+        answered.fulfill()
+    }
+
+    var outcome: CacheEvent.Outcome? { state.withLock { $0.outcome } }
+
+    /// "200 body", "error -1004", "redirect 302 /x".
+    var summary: String {
+        switch state.withLock({ $0.answer }) {
+        case .response(let response, let body)?: return "\(response.statusCode) \(String(decoding: body, as: UTF8.self))"
+        case .failure(let error)?: return "error \((error as? URLError)?.code.rawValue ?? -1)"
+        case .redirect(let response, let request)?: return "redirect \(response.statusCode) \(request.url?.path ?? "-")"
+        case nil: return "no answer"
+        }
+    }
+
+    var cacheStatus: String? {
+        guard case .response(let response, _)? = state.withLock({ $0.answer }) else { return nil }
+        return response.value(forHTTPHeaderField: "Cache-Status")
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import XCTest
+@testable import CachingProtocol
+
+/// The policy's two pure steps around the network, as tables: what to do with a request
+/// (`plan`: answer, send — and why, for `Cache-Status` — or refuse), and what an answer from the
+/// origin means (`step`: store what, answer with what, or fetch the body).
+final class ExchangeDecisionTests: XCTestCase {
+    private typealias F = PolicyFixtures
+
+    private func describe(_ plan: LoadPlan) -> String {
+        switch plan {
+        case .answerStored(_, let isStale): return isStale ? "stored, stale" : "stored"
+        case .answerStaleAndRevalidate: return "stale, revalidate in the background"
+        case .send(.fetch(let fallback, let forward)): return "fetch \(forward.rawValue)\(fallback == nil ? "" : " with fallback")"
+        case .send(.revalidate): return "revalidate"
+        case .send(.forward): return "forward"
+        case .send(.unsafe): return "unsafe"
+        case .unavailable(let gatewayTimeout): return gatewayTimeout ? "504" : "not in cache"
+        }
+    }
+
+    private func plan(_ request: CacheRequest, stored: CacheEntry?, offline: Bool = false, keyWasStored: Bool? = nil,
+                      policy: CachingPolicy = .heuristic(), at offset: TimeInterval = 0) -> String {
+        let now = F.start.addingTimeInterval(offset)
+        let decision = policy.decision(for: request, stored: stored, now: now, offline: offline)
+        return describe(policy.plan(for: request, decision: decision, keyWasStored: keyWasStored ?? (stored != nil), offline: offline))
+    }
+
+    func testWhyARequestGoesToTheOrigin() {
+        let fresh = F.entry(["Cache-Control": "max-age=60", "ETag": "\"a\""])
+        let noValidator = F.entry(["Cache-Control": "max-age=60"])
+        let rows: [(String, CacheRequest, CacheEntry?, Bool, TimeInterval, String)] = [
+            ("nothing stored", F.request(), nil, false, 0, "fetch uri-miss"),
+            ("another variant stored", F.request(), nil, true, 0, "fetch vary-miss"),
+            ("fresh", F.request(), fresh, true, 10, "stored"),
+            ("stale with a validator", F.request(), fresh, true, 120, "revalidate"),
+            ("stale without a validator", F.request(), noValidator, true, 120, "fetch stale with fallback"),
+            ("the app reloads", F.request(cachePolicy: .reloadIgnoringLocalCacheData), fresh, true, 10, "fetch request with fallback"),
+            ("the request says no-cache", F.request(["Cache-Control": "no-cache"]), fresh, true, 10, "revalidate"),
+            ("only-if-cached, nothing stored", F.request(["Cache-Control": "only-if-cached"]), nil, false, 0, "504"),
+            ("returnCacheDataDontLoad, nothing stored", F.request(cachePolicy: .returnCacheDataDontLoad), nil, false, 0, "not in cache"),
+        ]
+        for (name, request, stored, keyWasStored, offset, expected) in rows {
+            XCTAssertEqual(plan(request, stored: stored, keyWasStored: keyWasStored, at: offset), expected, name)
+        }
+        XCTAssertEqual(plan(F.request(["Cache-Control": "only-if-cached"]), stored: nil, offline: true), "not in cache",
+                       "offline mode answers a miss with an error, as Foundation does, not a 504")
+        XCTAssertEqual(plan(F.request(), stored: fresh, offline: true, at: 999_999), "stored, stale")
+        let swr = F.entry(["Cache-Control": "max-age=60, stale-while-revalidate=60", "ETag": "\"a\""])
+        XCTAssertEqual(plan(F.request(), stored: swr, at: 90), "stale, revalidate in the background")
+    }
+
+    func testByteRanges() {
+        let whole = F.entry(["Cache-Control": "max-age=60", "ETag": "\"a\""])
+        let range = F.request(["Range": "bytes=0-1"])
+        XCTAssertEqual(plan(range, stored: whole, at: 10), "stored", "a fresh whole answers a range")
+        XCTAssertEqual(plan(range, stored: whole, at: 120), "forward",
+                       "heuristic preset: a stale one is not revalidated for a range, the range goes as it is")
+        XCTAssertEqual(plan(range, stored: whole, policy: .rfc9111, at: 120), "revalidate",
+                       "a policy that stores parts revalidates what holds the range")
+        XCTAssertEqual(plan(range, stored: nil, policy: .rfc9111), "fetch uri-miss")
+    }
+
+    // MARK: The origin's answer
+
+    /// A response received two minutes after `PolicyFixtures.start` (when the tables judge it).
+    private func received(_ status: Int, _ headers: [String: String] = [:], body: String = "") -> Result<ReceivedResponse, Error> {
+        let response = HTTPURLResponse(url: F.url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
+        let arrival = F.start.addingTimeInterval(120)
+        let head = ReceivedHead(response: response, route: .direct, requestDate: arrival, responseDate: arrival)
+        return .success(ReceivedResponse(head: head, body: Data(body.utf8), transferSeconds: 0.01))
+    }
+
+    private func describe(_ step: ExchangeStep) -> String {
+        guard case .finish(let outcome) = step else { return "fetch the body" }
+        var parts: [String] = []
+        switch outcome.answer {
+        case .received(let status): parts.append("received (\(status.headerValue))")
+        case .stored(_, let status): parts.append("stored (\(status.headerValue))")
+        case .redirect: parts.append("redirect")
+        case .gatewayTimeout(let status): parts.append("504 (\(status.headerValue))")
+        case .failure: parts.append("error")
+        }
+        switch outcome.storage {
+        case .none: break
+        case .store: parts.append("store")
+        case .removeVariant: parts.append("remove the variant")
+        case .removeRecords(let keys): parts.append("remove \(keys.count)")
+        }
+        if outcome.learnsNoStore { parts.append("learn no-store") }
+        return parts.joined(separator: ", ")
+    }
+
+    private func step(_ result: Result<ReceivedResponse, Error>, _ sent: SentRequest, _ plan: ExchangePlan,
+                      request: CacheRequest = F.request(), policy: CachingPolicy = .heuristic(), at offset: TimeInterval = 120) -> String {
+        let context = ExchangeContext(reportedRedirect: nil, storedPart: nil, maximumEntrySize: 1 << 20,
+                                      now: F.start.addingTimeInterval(offset))
+        return describe(policy.step(after: result, to: sent, of: plan, for: request, context: context))
+    }
+
+    func testWhatAnAnswerToARevalidationMeans() throws {
+        let stored = try XCTUnwrap(F.entry(["Cache-Control": "max-age=60", "ETag": "\"a\""]))
+        let revalidate = ExchangePlan.revalidate(stored, try XCTUnwrap(RevalidationConditions(stored)))
+        let head = SentRequest.planned(method: "HEAD")
+        XCTAssertEqual(step(received(304, ["ETag": "\"a\""]), head, revalidate),
+                       "stored (CachingProtocol; fwd=stale; fwd-status=304; stored; ttl=60), store")
+        XCTAssertEqual(step(received(200, ["ETag": "\"b\""]), head, revalidate), "fetch the body", "a HEAD carries no new body")
+        XCTAssertEqual(step(received(200, ["ETag": "\"b\"", "Cache-Control": "max-age=30"], body: "new"), .planned(method: "GET"), revalidate),
+                       "received (CachingProtocol; fwd=stale; fwd-status=200; stored; ttl=30), store")
+        XCTAssertEqual(step(received(503), head, revalidate),
+                       "stored (CachingProtocol; fwd=stale; fwd-status=503; ttl=-60; detail=stale-if-error)",
+                       "a 5xx is answered with the stale copy, which stays")
+        XCTAssertEqual(step(.failure(URLError(.cannotConnectToHost)), head, revalidate),
+                       "stored (CachingProtocol; fwd=stale; ttl=-60; detail=stale-if-error)")
+        XCTAssertEqual(step(.failure(URLError(.cancelled)), head, revalidate), "error", "a cancellation is never answered stale")
+        XCTAssertEqual(step(received(200, ["Cache-Control": "no-store"], body: "x"), .bodyAfterHead, revalidate),
+                       "received (CachingProtocol; fwd=stale; fwd-status=200), remove the variant, learn no-store")
+    }
+
+    func testStaleOr504WhenTheOriginCannotBeReached() throws {
+        let mustRevalidate = try XCTUnwrap(F.entry(["Cache-Control": "max-age=60, must-revalidate", "ETag": "\"a\""]))
+        let fetch = ExchangePlan.fetch(fallback: mustRevalidate, forward: .stale)
+        XCTAssertEqual(step(.failure(URLError(.cannotConnectToHost)), .planned(method: "GET"), fetch),
+                       "504 (CachingProtocol; fwd=stale; detail=origin-unreachable)")
+        XCTAssertEqual(step(received(500), .planned(method: "GET"), fetch), "received (CachingProtocol; fwd=stale; fwd-status=500)",
+                       "a must-revalidate response is never served stale: the 5xx goes to the app")
+        let plain = try XCTUnwrap(F.entry(["Cache-Control": "max-age=60"]))
+        XCTAssertEqual(step(.failure(URLError(.cannotConnectToHost)), .planned(method: "GET"), .fetch(fallback: plain, forward: .stale),
+                            at: 60 + 8 * 86_400),
+                       "error", "staler than the policy's maximum staleness (7 days): the error")
+        XCTAssertEqual(step(.failure(URLError(.timedOut)), .planned(method: "GET"), .fetch(fallback: nil, forward: .uriMiss)), "error")
+    }
+
+    func testForwardedAndUnsafeAnswersAreNeverStored() {
+        XCTAssertEqual(step(received(206, ["Cache-Control": "max-age=60"]), .planned(method: "GET"), .forward),
+                       "received (CachingProtocol; fwd=request; fwd-status=206)")
+        XCTAssertEqual(step(received(201, ["Location": "/feed/2"]), .planned(method: "POST"), .unsafe),
+                       "received (CachingProtocol; fwd=method; fwd-status=201), remove 2", "the URL and its same-origin Location")
+        XCTAssertEqual(step(received(409), .planned(method: "POST"), .unsafe), "received (CachingProtocol; fwd=method; fwd-status=409)",
+                       "a refused unsafe request leaves the store as it was")
+    }
+}
