@@ -70,7 +70,7 @@ enum ExchangeStep {
 /// How an exchange ends: what is stored and what every waiting load is answered with.
 struct ExchangeOutcome {
     /// Where the answer comes from.
-    enum Answer {
+    enum AnswerSource {
         /// The origin's response, as it came, with this `Cache-Status`.
         case received(CacheStatus)
         /// This stored response (for a request for one byte range, the part it asks for).
@@ -105,7 +105,7 @@ struct ExchangeOutcome {
         case failed
     }
 
-    var answer: Answer
+    var answer: AnswerSource
     var storage = Storage.none
     var verdict: Verdict
     /// The response said `no-store`: the URL's next GETs may be left to Foundation for a while.
