@@ -78,18 +78,4 @@ public struct CacheStatistics: Sendable, Equatable {
 
     /// All counters at zero and no bandwidth estimate.
     public init() {}
-
-    /// Counts one answer with `outcome`.
-    mutating func count(_ outcome: CacheEvent.Outcome) {
-        switch outcome {
-        case .hit: hits += 1
-        case .staleHit: staleHits += 1
-        case .revalidatedNotModified: revalidatedNotModified += 1
-        case .revalidatedChanged: revalidatedChanged += 1
-        case .fetched: fetched += 1
-        case .staleAfterError: staleAfterError += 1
-        case .notInCache: notInCache += 1
-        case .failed: failed += 1
-        }
-    }
 }

@@ -63,7 +63,7 @@ public struct CachingConfiguration: Sendable {
         cache: CachingURLCache = .standard,
         policy: CachingPolicy = .heuristic(),
         revalidation: RevalidationStrategy = .head,
-        now: @escaping @Sendable () -> Date = { Date() },
+        now: @escaping @Sendable () -> Date = Date.init,
         addsCacheStatus: Bool = true,
         collapsesRequests: Bool = true,
         rules: [CachingRule] = [],

@@ -50,7 +50,8 @@ final class CacheEngine: Sendable {
         upstream.shutdown()
     }
 
-    var isOffline: Bool { configuration.isOffline }
+    /// The installation's offline switch (``CachingConfiguration/isOffline``).
+    var isOffline: Bool { configuration.identity.offline.withLock { $0 } }
 
     // MARK: Which requests it takes
 
@@ -298,7 +299,16 @@ final class CacheEngine: Sendable {
         var delivered = 0
         if case .response(_, let body) = answer { delivered = body.count }
         configuration.identity.counters.withLock { counters in
-            counters.count(outcome)
+            switch outcome {
+            case .hit: counters.hits += 1
+            case .staleHit: counters.staleHits += 1
+            case .revalidatedNotModified: counters.revalidatedNotModified += 1
+            case .revalidatedChanged: counters.revalidatedChanged += 1
+            case .fetched: counters.fetched += 1
+            case .staleAfterError: counters.staleAfterError += 1
+            case .notInCache: counters.notInCache += 1
+            case .failed: counters.failed += 1
+            }
             if collapsed { counters.collapsed += 1 }
             counters.upstreamBytes += collapsed ? 0 : trip.bytes
             counters.deliveredBytes += delivered

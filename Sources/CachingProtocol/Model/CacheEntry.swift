@@ -66,21 +66,6 @@ package struct CacheEntry: Sendable, Equatable {
         self.userInfo = userInfo
     }
 
-    /// The moment the entry stops being fresh: `responseDate + freshnessLifetime - initialAge`.
-    package var expirationDate: Date {
-        responseDate.addingTimeInterval(freshnessLifetime - initialAge)
-    }
-
-    /// The entry's current age at `now` (RFC 9111 §4.2.3 `current_age`).
-    package func age(at now: Date) -> TimeInterval {
-        initialAge + max(0, now.timeIntervalSince(responseDate))
-    }
-
-    /// Seconds of freshness left at `now`; negative once stale.
-    package func timeToLive(at now: Date) -> TimeInterval {
-        freshnessLifetime - age(at: now)
-    }
-
     /// The bytes this entry is charged against a tier's capacity: body, headers and a fixed
     /// allowance for the rest.
     package var cost: Int {

@@ -83,7 +83,7 @@ package struct CacheRequest: @unchecked Sendable {
         let facts = facts ?? RequestHeaderFacts(request)
         urlRequest = request
         self.key = key
-        var directives = CacheControl(facts.cacheControl)
+        var directives = facts.cacheControl.map(CacheControl.init) ?? .none
         if facts.cacheControl == nil, let pragma = facts.pragma, pragma.lowercased().contains("no-cache") {
             directives.noCache = true
         }
@@ -127,7 +127,8 @@ package enum RequestDisposition: Equatable {
     case range(ByteRange)
 
     package init(_ request: URLRequest, facts: RequestHeaderFacts? = nil) {
-        guard let url = request.url, let scheme = url.scheme, scheme.isEqualIgnoringASCIICase("http") || scheme.isEqualIgnoringASCIICase("https"),
+        guard let url = request.url, let scheme = url.scheme,
+              scheme == "https" || scheme == "http" || scheme.isEqualIgnoringASCIICase("https") || scheme.isEqualIgnoringASCIICase("http"),
               url.port.map({ (0...65_535).contains($0) }) ?? true else {
             // Not http(s), or a URL no request can be sent to (a port beyond 65535): Foundation
             // answers it as it would without the cache.
@@ -135,7 +136,7 @@ package enum RequestDisposition: Equatable {
             return
         }
         let method = request.httpMethod ?? "GET"
-        if method.isEqualIgnoringASCIICase("GET") {
+        if method == "GET" || method.isEqualIgnoringASCIICase("GET") {
             let facts = facts ?? RequestHeaderFacts(request)
             // The app's own validation, upgrades and event streams, `no-store` requests, and
             // ranges other than one byte range go out as written.

@@ -44,12 +44,6 @@ extension CachingPolicy {
         }
     }
 
-    /// Whether `entry` may answer `request` at all: a stored part answers only a request for one
-    /// byte range (and only one it covers, `servesRange`), never a request for the whole.
-    static func answersWholeOrPart(_ entry: CacheEntry, _ request: CacheRequest) -> Bool {
-        entry.statusCode != 206 || request.byteRange != nil
-    }
-
     /// What to store when the origin answered a range request with `new`, a `206`, while
     /// `stored` is the variant stored for the request (RFC 9111 §3.3–3.4), or nil to store
     /// nothing and leave `stored` as it is:

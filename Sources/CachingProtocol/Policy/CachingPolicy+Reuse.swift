@@ -207,8 +207,10 @@ extension CachingPolicy {
     /// The stored variant that may answer `request`: same credentials, and every header the
     /// response's `Vary` named has the same value (RFC 9111 §4.1). Newest first.
     package static func matchingVariant(in record: CacheRecord?, for request: CacheRequest) -> CacheEntry? {
+        // A stored part answers only a request for one byte range (and only one it covers,
+        // `servesRange`), never a request for the whole.
         guard let entry = record?.variants.first(where: { variant($0, matches: request) }),
-              answersWholeOrPart(entry, request) else { return nil }
+              entry.statusCode != 206 || request.byteRange != nil else { return nil }
         return entry
     }
 
@@ -302,5 +304,18 @@ struct LanguagePreferences: Equatable {
     var mostPreferred: [String] {
         guard let top = ranges.map(\.weight).max() else { return [] }
         return ranges.filter { $0.weight == top }.map(\.range).sorted()
+    }
+}
+
+/// An entry's age and freshness (RFC 9111 §4.2.3, §4.2): what every reuse decision reads.
+extension CacheEntry {
+    /// The entry's current age at `now` (RFC 9111 §4.2.3 `current_age`).
+    package func age(at now: Date) -> TimeInterval {
+        initialAge + max(0, now.timeIntervalSince(responseDate))
+    }
+
+    /// Seconds of freshness left at `now`; negative once stale.
+    package func timeToLive(at now: Date) -> TimeInterval {
+        freshnessLifetime - age(at: now)
     }
 }

@@ -180,7 +180,7 @@ public class CachingURLProtocol: URLProtocol {
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
             return delivery.deliver(.failure(reason.urlError(.cancelled)), onCallingThread: true)
         }
-        if let method = request.httpMethod, !method.isEqualIgnoringASCIICase("GET") {
+        if let method = request.httpMethod, method != "GET", !method.isEqualIgnoringASCIICase("GET") {
             return sendUnsafe(request, key: key, engine: engine, settings: settings, delivery: delivery)
         }
         switch engine.start(CacheRequest(request, key: key), from: settings) {
