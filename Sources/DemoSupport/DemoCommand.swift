@@ -36,7 +36,7 @@ public enum DemoCommand: Equatable, Sendable {
                           and prints what each cost: origin requests, bytes on the wire, the time
                           the app waited, and how many requests offline still got an answer.
           --network NAME  the network the origin acts out (round trip, download bandwidth):
-                          3g        300 ms, 1.6 Mbit/s  (WebPageTest "Mobile 3G"; about 20 s)
+                          3g        300 ms, 1.6 Mbit/s  (WebPageTest "Mobile 3G"; about 18 s)
                           4g         70 ms,  12 Mbit/s  (WebPageTest "Mobile LTE"; the default)
                           wifi       28 ms,  30 Mbit/s  (DevTools "Wi-Fi", WebPageTest "Cable" RTT)
                           loopback   no added delay
