@@ -20,10 +20,10 @@ do {
 switch command {
 case .help:
     print(DemoCommand.usage)
-case .compare(let json):
+case .compare(let json, let network, let concurrent):
     let progress = ProgressReporter()
     do {
-        let report = try await Comparison().run(progress: progress)
+        let report = try await Comparison(network: network, concurrent: concurrent).run(progress: progress)
         progress.finish()
         if json {
             FileHandle.standardOutput.write(try ReportJSON.data(report) + Data("\n".utf8))

@@ -5,8 +5,8 @@ import FoundationNetworking
 #endif
 import LoopbackOrigin
 
-/// Replays ``Scenario`` through each client against a fresh embedded origin and measures what
-/// happened from the origin's logs and the clients' responses.
+/// Replays ``Scenario`` through each client against a fresh embedded origin behind a simulated
+/// network and measures what happened from the origin's logs and the clients' responses.
 public struct Comparison: Sendable {
     public var scenario: Scenario
     public var clients: [ClientKind]
@@ -14,40 +14,75 @@ public struct Comparison: Sendable {
     public var policy: CachingPolicy
     /// The rules answers are judged by (the reuse windows of wrong answers); by default `policy`.
     public var contract: CachingPolicy
+    /// The network every client's origin acts out. Default ``NetworkProfile/loopback`` (no added
+    /// delay, what the tests use); `Demo` defaults to ``NetworkProfile/default``.
+    public var network: NetworkProfile
+    /// Whether the clients run at the same time, each against its own origin on its own port
+    /// (default), or one after another. At the same time, a run on a simulated network takes
+    /// as long as its slowest client instead of the sum of all; the clients share the CPU only
+    /// for the little work they do between network waits.
+    public var concurrent: Bool
 
     public init(scenario: Scenario = .standard, clients: [ClientKind] = ClientKind.allCases,
-                policy: CachingPolicy = .heuristic(), contract: CachingPolicy? = nil) {
+                policy: CachingPolicy = .heuristic(), contract: CachingPolicy? = nil,
+                network: NetworkProfile = .loopback, concurrent: Bool = true) {
         self.scenario = scenario
         self.clients = clients
         self.policy = policy
         self.contract = contract ?? policy
+        self.network = network
+        self.concurrent = concurrent
     }
 
-    /// Runs every client, one after another (only one protocol configuration is active per
-    /// process), each with its own origin, clock and cache. `progress` gets a line per client and
-    /// per phase.
+    /// Runs every client, each with its own origin, clock and cache. `progress` gets a line per
+    /// client (one after another) or per finished client (at the same time), and the phases.
     public func run(progress: ProgressReporter? = nil) async throws -> ComparisonReport {
         // The clock starts at the real time, so the origin's `Date` headers look current to the
         // Foundation clients at launch; it then only moves when a phase says so.
         let launch = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        let made = Locked<[DemoClient]>([])
+        defer {
+            // `unregister()` unbinds every configuration at once: only when no client runs.
+            if clients.contains(where: \.usesProtocol) { CachingURLProtocol.unregister() }
+            for client in made.withLock({ $0 }) { client.removeFiles() }
+        }
         var results: [ClientResult] = []
-        for (index, kind) in clients.enumerated() {
-            progress?.stage("[\(index + 1)/\(clients.count)] \(kind.name)")
-            results.append(try await run(kind, launch: launch, progress: progress))
+        if concurrent {
+            progress?.stage("\(clients.count) clients at once on \(network.name)")
+            results = try await withThrowingTaskGroup(of: (Int, ClientResult).self) { group in
+                for (index, kind) in clients.enumerated() {
+                    group.addTask { (index, try await run(kind, launch: launch, made: made, progress: progress)) }
+                }
+                var finished: [(Int, ClientResult)] = []
+                for try await result in group {
+                    finished.append(result)
+                    progress?.stage("\(finished.count)/\(clients.count) clients done on \(network.name)")
+                }
+                return finished.sorted { $0.0 < $1.0 }.map(\.1)
+            }
+        } else {
+            for (index, kind) in clients.enumerated() {
+                progress?.stage("[\(index + 1)/\(clients.count)] \(kind.name)")
+                results.append(try await run(kind, launch: launch, made: made, progress: progress))
+            }
         }
         let rulesClient = results.first { $0.kind == .cachingProtocolHead } ?? results.first { $0.kind.usesProtocol }
         return ComparisonReport(
             date: Date(),
             scenario: scenario,
+            network: network,
+            concurrent: concurrent,
             clients: results,
             rules: rulesClient.map { ruleTraces(for: $0) } ?? [],
             revalidationCosts: revalidationCosts(results),
             rulesClient: rulesClient?.kind)
     }
 
-    private func run(_ kind: ClientKind, launch: Date, progress: ProgressReporter?) async throws -> ClientResult {
-        let site = try DemoSite(launch: launch)
+    private func run(_ kind: ClientKind, launch: Date, made: Locked<[DemoClient]>,
+                     progress: ProgressReporter?) async throws -> ClientResult {
+        let site = try DemoSite(launch: launch, network: network.simulated)
         let client = DemoClient(kind, site: site, policy: policy)
+        made.withLock { $0.append(client) }
         defer {
             client.tearDown()
             site.stop()
@@ -56,20 +91,8 @@ public struct Comparison: Sendable {
         var anomalies: [String] = client.setupProblem.map { [$0] } ?? []
         let started = DispatchTime.now()
         for phase in scenario.phases {
-            progress?.detail(phase.name)
-            site.moveClock(toOffset: phase.offset)
-            for action in phase.actions {
-                switch action {
-                case .change(let path):
-                    site.change(path)
-                case .get(let path):
-                    records.append(await perform("GET", path, body: nil, phase: phase, site: site, client: client,
-                                                 anomalies: &anomalies))
-                case .post(let path, let body):
-                    records.append(await perform("POST", path, body: Data(body.utf8), phase: phase, site: site,
-                                                 client: client, anomalies: &anomalies))
-                }
-            }
+            progress?.detail(concurrent ? "\(kind.name): \(phase.name)" : phase.name)
+            records += await play(phase, site: site, client: client, offline: false, anomalies: &anomalies)
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         var byMethod: [String: Int] = [:]
@@ -83,22 +106,65 @@ public struct Comparison: Sendable {
                 anomalies.append("\(kind.name): statistics count \(statistics.hits + statistics.staleHits) hits, the records \(fromCache)")
             }
         }
-        return ClientResult(
+        var result = ClientResult(
             kind: kind,
             originRequests: byMethod,
             originBytes: site.origin.totalBytesSent,
             originBodyBytes: site.origin.bodyBytesSent,
+            originBytesReceived: site.origin.totalBytesReceived,
+            originConnections: site.origin.connectionsAccepted,
             records: records,
             seconds: seconds,
-            cacheBytes: client.cacheBytes,
+            cacheBytes: 0,
             anomalies: anomalies)
+
+        if let phase = scenario.offline {
+            // The network is gone: the origin stops listening, so every connection is refused
+            // at once (as a phone in airplane mode fails at once).
+            progress?.detail(concurrent ? "\(kind.name): \(phase.name)" : phase.name)
+            site.stop()
+            var ignored: [String] = []
+            result.offline = OfflineResult(
+                phase: phase.name, records: await play(phase, site: site, client: client, offline: true, anomalies: &ignored))
+            if let caching = client.caching {
+                // The same again, told: what an app that watches the network path would do.
+                caching.isOffline = true
+                result.offlineSwitched = OfflineResult(
+                    phase: phase.name, records: await play(phase, site: site, client: client, offline: true, anomalies: &ignored))
+                caching.isOffline = false
+            }
+        }
+        result.cacheBytes = client.cacheBytes
+        return result
+    }
+
+    /// Moves the clock to `phase` and sends its requests one at a time.
+    private func play(_ phase: Scenario.Phase, site: DemoSite, client: DemoClient, offline: Bool,
+                      anomalies: inout [String]) async -> [RequestRecord] {
+        site.moveClock(toOffset: phase.offset)
+        var records: [RequestRecord] = []
+        for action in phase.actions {
+            switch action {
+            case .change(let path):
+                site.change(path)
+            case .get(let path):
+                records.append(await perform("GET", path, body: nil, phase: phase, site: site, client: client,
+                                             offline: offline, anomalies: &anomalies))
+            case .post(let path, let body):
+                records.append(await perform("POST", path, body: Data(body.utf8), phase: phase, site: site,
+                                             client: client, offline: offline, anomalies: &anomalies))
+            }
+        }
+        return records
     }
 
     /// Sends one request and measures it: the origin traffic it caused (from the origin's logs,
     /// taken before and after), how the client answered, and whether the body was current.
+    /// `offline`: the origin is unreachable, so failures are expected (not anomalies) and the
+    /// origin's log, which sees nothing, is not held against the protocol's account.
     private func perform(
         _ method: String, _ path: String, body: Data?, phase: Scenario.Phase,
-        site: DemoSite, client: DemoClient, anomalies: inout [String]
+        site: DemoSite, client: DemoClient, offline: Bool, anomalies: inout [String]
     ) async -> RequestRecord {
         let exchangesBefore = site.exchangeCount
         let bytesBefore = site.origin.totalBytesSent
@@ -112,12 +178,16 @@ public struct Comparison: Sendable {
         let started = DispatchTime.now()
         var data = Data()
         var response: HTTPURLResponse?
+        var failure: String?
         do {
             let (received, urlResponse) = try await client.session.data(for: request)
             data = received
             response = urlResponse as? HTTPURLResponse
         } catch {
-            anomalies.append("\(client.kind.name): \(method) \(path) at \(phase.name) failed: \(error)")
+            failure = Self.describe(error)
+            if !offline {
+                anomalies.append("\(client.kind.name): \(method) \(path) at \(phase.name) failed: \(error)")
+            }
         }
         let milliseconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e6
         let exchanges = site.exchanges(from: exchangesBefore)
@@ -138,10 +208,12 @@ public struct Comparison: Sendable {
             case .revalidatedChanged, .fetched: answer = .fetched
             case .notInCache, .failed: answer = .failed
             }
-            if (answer == .fromCache) != hops.isEmpty || event.upstreamMethods != hops.map(\.method) {
+            if offline {
+                // The protocol tried the origin, which logged nothing: nothing to compare.
+            } else if (answer == .fromCache) != hops.isEmpty || event.upstreamMethods != hops.map(\.method) {
                 anomalies.append("\(client.kind.name): \(path) at \(phase.name): event \(event.outcome) \(event.upstreamMethods), origin saw \(hops.map(\.method))")
             }
-            if let cacheStatus, cacheStatus.contains("; hit") != (answer == .fromCache) {
+            if !offline, let cacheStatus, cacheStatus.contains("; hit") != (answer == .fromCache) {
                 anomalies.append("\(client.kind.name): \(path) at \(phase.name): Cache-Status \(cacheStatus) vs \(answer)")
             }
         } else if hops.isEmpty {
@@ -152,7 +224,12 @@ public struct Comparison: Sendable {
             answer = .fetched
         }
 
-        let freshness: Freshness = response == nil ? .current : Freshness.judge(
+        if let response, !(200..<300).contains(response.statusCode), failure == nil {
+            failure = event?.outcome == .failed ? "\(response.statusCode) from the cache" : "status \(response.statusCode)"
+        }
+        // Only a usable answer is judged (a made-up 504 carries no body to compare).
+        let isAnswered = response.map { (200..<300).contains($0.statusCode) } ?? false
+        let freshness: Freshness = !isAnswered ? .current : Freshness.judge(
             isCurrent: data == site.currentBody(path),
             contactedOrigin: !hops.isEmpty,
             sinceConfirmation: site.lastConfirmation(of: path, amongFirst: exchangesBefore)
@@ -169,12 +246,26 @@ public struct Comparison: Sendable {
             answer: answer,
             hops: hops,
             originBytes: site.origin.totalBytesSent - bytesBefore,
-            isCurrent: response != nil && freshness == .current,
+            isCurrent: isAnswered && freshness == .current,
             isAllowedStale: freshness == .allowedStale,
             isWrong: freshness == .wrong,
             cacheOutcome: event.map { "\($0.outcome)" },
             cacheStatus: cacheStatus,
-            milliseconds: milliseconds)
+            milliseconds: milliseconds,
+            failure: failure)
+    }
+
+    /// A short reason for a failed request, e.g. "cannot connect".
+    static func describe(_ error: Error) -> String {
+        guard let error = error as? URLError else { return "\(error)" }
+        switch error.code {
+        case .cannotConnectToHost: return "cannot connect"
+        case .networkConnectionLost: return "connection lost"
+        case .notConnectedToInternet: return "not connected to the internet"
+        case .resourceUnavailable: return "nothing stored, offline mode"
+        case .timedOut: return "timed out"
+        default: return "URLError \(error.code.rawValue)"
+        }
     }
 
     // MARK: Rules and revalidation

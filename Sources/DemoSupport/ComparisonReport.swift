@@ -73,8 +73,15 @@ public struct RequestRecord: Sendable, Equatable {
     public var cacheOutcome: String?
     /// The `Cache-Status` header the app saw, if any.
     public var cacheStatus: String?
-    /// Wall-clock milliseconds.
+    /// Wall-clock milliseconds the app waited for the answer (or the error).
     public var milliseconds: Double
+    /// Why the request got no answer, e.g. "cannot connect" or "504 from the cache";
+    /// nil when it got one.
+    public var failure: String? = nil
+
+    /// Whether the app got a usable answer: a 2xx response (a 504 the cache makes up when it
+    /// may not serve what it holds is not one).
+    public var isAnswered: Bool { answer != .failed && (200..<300).contains(status) }
 }
 
 /// What one client did over the whole session.
@@ -84,13 +91,23 @@ public struct ClientResult: Sendable {
     /// Requests the origin received, by method (from `LoopbackOrigin`'s request log).
     public var originRequests: [String: Int]
     public var originRequestTotal: Int { originRequests.values.reduce(0, +) }
-    /// Every byte the origin wrote: status lines, headers and bodies (`totalBytesSent`).
+    /// Every byte the origin wrote: status lines, headers and bodies (`totalBytesSent`): the
+    /// bytes the app downloaded.
     public var originBytes: Int
     /// Body bytes only (`bodyBytesSent`).
     public var originBodyBytes: Int
+    /// Every byte the origin read (`totalBytesReceived`): the requests the app uploaded.
+    public var originBytesReceived: Int
+    /// TCP connections the origin accepted (each cost a handshake round trip).
+    public var originConnections: Int
     public var records: [RequestRecord]
-    /// Wall-clock seconds for the whole session.
+    /// Wall-clock seconds for the whole session (the phases, not the offline phase).
     public var seconds: Double
+    /// The offline phase with the origin unreachable; nil when the scenario has none.
+    public var offline: OfflineResult?
+    /// The offline phase again with `CachingConfiguration.isOffline` set, as an app that knows
+    /// it is offline would (protocol clients only).
+    public var offlineSwitched: OfflineResult?
     /// Bytes the client's cache held at the end (memory plus disk usage as the cache reports it).
     public var cacheBytes: Int
     /// Disagreements between the client's own account and the origin's logs (expected empty).
@@ -102,9 +119,50 @@ public struct ClientResult: Sendable {
     public var failed: Int { count(.failed) }
     public var wrongAnswers: Int { records.filter(\.isWrong).count }
     public var allowedStale: Int { records.filter(\.isAllowedStale).count }
+    /// Bytes on the wire both ways: ``originBytes`` down plus ``originBytesReceived`` up.
+    public var bytesMoved: Int { originBytes + originBytesReceived }
+    /// Seconds the app waited for its answers: the sum over its requests.
+    public var waitedSeconds: Double { records.reduce(0) { $0 + $1.milliseconds } / 1000 }
+
+    /// The median wait of the requests answered `answer`, in milliseconds; nil when none was.
+    public func medianMilliseconds(_ answer: AnswerKind) -> Double? {
+        Self.median(records.filter { $0.answer == answer }.map(\.milliseconds))
+    }
+
+    static func median(_ values: [Double]) -> Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
 
     private func count(_ answer: AnswerKind) -> Int {
         records.filter { $0.answer == answer }.count
+    }
+}
+
+/// One client's offline phase: the app's requests while the origin is unreachable.
+public struct OfflineResult: Sendable {
+    /// The phase's name, e.g. "offline +8 d 1 h".
+    public var phase: String
+    public var records: [RequestRecord]
+
+    public var requests: Int { records.count }
+    /// Requests that got a usable answer (a 2xx response).
+    public var answered: Int { records.filter(\.isAnswered).count }
+    public var failed: Int { requests - answered }
+    /// Answers from a stored response past its freshness (the cache's stale-if-error or
+    /// offline answers).
+    public var staleAnswers: Int {
+        records.filter { $0.isAnswered && ($0.cacheOutcome == "staleAfterError" || $0.cacheOutcome == "staleHit") }.count
+    }
+    /// Answers that were not the origin's current body when the contract says they must be.
+    public var wrongAnswers: Int { records.filter(\.isWrong).count }
+    /// Seconds the app waited for its answers and errors: the sum over its requests.
+    public var waitedSeconds: Double { records.reduce(0) { $0 + $1.milliseconds } / 1000 }
+    /// "GET /api/feed.json: cannot connect", one per request without an answer.
+    public var unanswered: [String] {
+        records.filter { !$0.isAnswered }.map { "\($0.method) \($0.path): \($0.failure ?? "status \($0.status)")" }
     }
 }
 
@@ -136,6 +194,10 @@ public struct RevalidationCost: Sendable, Equatable, Codable {
 public struct ComparisonReport: Sendable {
     public var date: Date
     public var scenario: Scenario
+    /// The network the origin acted out.
+    public var network: NetworkProfile
+    /// Whether the clients ran at the same time (each against its own origin) or one after another.
+    public var concurrent: Bool
     public var clients: [ClientResult]
     /// One trace per rule, from the first protocol client (HEAD revalidation when it ran).
     public var rules: [RuleTrace]

@@ -9,7 +9,7 @@ import FoundationNetworking
 /// The plain and URLCache clients are built from `URLSessionConfiguration.default` without the
 /// protocol (the Demo never calls `register`, so nothing puts it there). The protocol clients
 /// install a configuration of their own, with a fresh `CachingURLCache` in a fresh directory and
-/// the site's clock; only one protocol client exists at a time.
+/// the site's clock; several may run at once, each with its own installation.
 final class DemoClient: Sendable {
     let kind: ClientKind
     let session: URLSession
@@ -90,13 +90,16 @@ final class DemoClient: Sendable {
         return 0
     }
 
-    /// Ends the session, uninstalls the protocol and deletes the cache directory.
+    /// Ends the session and lets pending cache writes land. The protocol stays installed:
+    /// `CachingURLProtocol.unregister()` unbinds every configuration at once, so the comparison
+    /// calls it when no client runs any more, then ``removeFiles()``.
     func tearDown() {
         session.finishTasksAndInvalidate()
-        if kind.usesProtocol {
-            CachingURLProtocol.unregister()
-        }
         cachingCache?.waitUntilSettled()
+    }
+
+    /// Deletes the cache directory (after ``tearDown()`` and the protocol's unregistration).
+    func removeFiles() {
         if let directory {
             try? FileManager.default.removeItem(at: directory)
         }

@@ -7,8 +7,9 @@ import Foundation
 /// arguments, e.g. `case bench([String])` and `case "bench": return .bench(Array(rest))`, and
 /// parses them in its own target.
 public enum DemoCommand: Equatable, Sendable {
-    /// The comparison; `json` prints it as JSON instead of the table.
-    case compare(json: Bool)
+    /// The comparison; `json` prints it as JSON instead of the table; `network` is the network
+    /// the embedded origin acts out; `concurrent` runs the clients at the same time (default).
+    case compare(json: Bool, network: NetworkProfile = .default, concurrent: Bool = true)
     /// `fetch URL [--times N] [--cache-dir DIR]`.
     case fetch(FetchOptions)
     /// `sessions`: an image session and an API session side by side (``SessionsScenario``).
@@ -22,17 +23,26 @@ public enum DemoCommand: Equatable, Sendable {
     public static let usageExitCode: Int32 = 64
 
     public static let usage = """
-        usage: Demo [--json]
+        usage: Demo [--network 3g|4g|wifi|loopback] [--json] [--sequential]
                Demo sessions
                Demo fetch URL [--times N] [--cache-dir DIR]
                Demo bench [--json] [--quick] [--only GROUP,…]   (build with -c release)
                Demo --help
 
         Demo              replays one app session (launch, a pull-to-refresh burst, returns after
-                          an hour, two days and eight days, on a simulated clock) against an
-                          embedded loopback origin through a plain URLSession, an AFNetworking-style
-                          URLCache and CachingURLProtocol, and prints what each cost the origin.
+                          an hour, two days and eight days, on a simulated clock, then once more
+                          offline) against an embedded origin behind a simulated network, through
+                          a plain URLSession, an AFNetworking-style URLCache and CachingURLProtocol,
+                          and prints what each cost: origin requests, bytes on the wire, the time
+                          the app waited, and how many requests offline still got an answer.
+          --network NAME  the network the origin acts out (round trip, download bandwidth):
+                          3g        300 ms, 1.6 Mbit/s  (WebPageTest "Mobile 3G"; about 18 s)
+                          4g         70 ms,  12 Mbit/s  (WebPageTest "Mobile LTE"; the default)
+                          wifi       28 ms,  30 Mbit/s  (DevTools "Wi-Fi", WebPageTest "Cable" RTT)
+                          loopback   no added delay
           --json          the same comparison as JSON on standard output.
+          --sequential    run the clients one after another instead of at the same time (slower;
+                          each has the machine to itself).
         sessions          an image session and an API session side by side, each with its own cache,
                           policy and rules, over the same day: origin requests and bytes per session.
         fetch URL         fetches URL through CachingURLProtocol (default heuristic policy) N times
@@ -73,14 +83,32 @@ public enum DemoCommand: Equatable, Sendable {
 
     private static func parseCompare(_ arguments: [String]) throws -> DemoCommand {
         var json = false
-        for argument in arguments {
+        var network = NetworkProfile.default
+        var concurrent = true
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
             switch argument {
-            case "--json": json = true
+            case "--json":
+                json = true
+            case "--sequential":
+                concurrent = false
+            case "--network":
+                index += 1
+                guard index < arguments.count, !arguments[index].hasPrefix("-") else {
+                    throw UsageError("--network needs a profile (valid: \(NetworkProfile.all.map(\.name).joined(separator: ", ")))")
+                }
+                network = try NetworkProfile.named(arguments[index])
             default:
-                throw UsageError(argument.hasPrefix("-") ? "unknown option '\(argument)'" : "unexpected argument '\(argument)'")
+                if argument.hasPrefix("--network=") {
+                    network = try NetworkProfile.named(String(argument.dropFirst("--network=".count)))
+                } else {
+                    throw UsageError(argument.hasPrefix("-") ? "unknown option '\(argument)'" : "unexpected argument '\(argument)'")
+                }
             }
+            index += 1
         }
-        return .compare(json: json)
+        return .compare(json: json, network: network, concurrent: concurrent)
     }
 }
 

@@ -76,7 +76,7 @@ struct OriginExchange: Sendable, Equatable {
 }
 
 /// The embedded origin with one resource per rule of the contract, on a `ManualClock` shared
-/// with the cache, plus the log of what its handlers answered.
+/// with the cache, behind a simulated network, plus the log of what its handlers answered.
 ///
 /// Every route is a handler wrapping an `OriginResource` (or generating its body), so each
 /// response's status is logged next to `LoopbackOrigin`'s own request log and byte counters.
@@ -101,11 +101,13 @@ final class DemoSite: Sendable {
     static let likePath = "/api/like"
     static let profilePath = "/api/profile.json"
 
-    /// Starts the origin on a fresh port with its clock at `launch`.
-    init(launch: Date) throws {
+    /// Starts the origin on a fresh port with its clock at `launch`, its responses going
+    /// through `network` (nil: none).
+    init(launch: Date, network: SimulatedNetwork? = nil) throws {
         self.launch = launch
         clock = ManualClock(launch)
         origin = try LoopbackOrigin(now: clock.read)
+        origin.network = network
         let day: TimeInterval = 86_400
         resources = [
             Self.configPath: OriginResource(

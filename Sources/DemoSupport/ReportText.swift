@@ -1,15 +1,24 @@
 import Foundation
 
-/// The comparison as text a person reads at a glance: one table row per client, one line per
-/// rule, the cost of each revalidation strategy, and what the columns mean.
+/// The comparison as text a person reads at a glance: the network, one table row per client,
+/// what the app waited per kind of answer, the offline phase, one line per rule, the cost of
+/// each revalidation strategy, and what the columns mean.
 public enum ReportText {
     public static func render(_ report: ComparisonReport) -> String {
         var lines: [String] = []
         let scenario = report.scenario
         let simulated = DurationText.label(scenario.phases.last?.offset ?? 0)
-        lines.append("CachingProtocol Demo — \(scenario.requestCount) requests per client, "
-                     + "\(scenario.phases.count) phases over \(simulated) of simulated time, embedded loopback origin")
-        lines.append("phases: " + scenario.phases.map(\.name).joined(separator: " · "))
+        var title = "CachingProtocol Demo — \(scenario.requestCount) requests per client, "
+            + "\(scenario.phases.count) phases over \(simulated) of simulated time"
+        if let offline = scenario.offline {
+            title += ", then \(offline.actions.count) offline"
+            title += offline.actions.count == 1 ? " request" : " requests"
+        }
+        lines.append(title)
+        lines.append(contentsOf: networkLines(report))
+        var phases = scenario.phases.map(\.name)
+        if let offline = scenario.offline { phases.append(offline.name) }
+        lines.append("phases: " + phases.joined(separator: " · "))
         lines.append("")
         lines.append(contentsOf: table(report.clients))
         lines.append("")
@@ -18,6 +27,16 @@ public enum ReportText {
         if !savings.isEmpty {
             lines.append("")
             lines.append(contentsOf: savings)
+        }
+        let waits = waits(report)
+        if !waits.isEmpty {
+            lines.append("")
+            lines.append(contentsOf: waits)
+        }
+        let offline = offline(report)
+        if !offline.isEmpty {
+            lines.append("")
+            lines.append(contentsOf: offline)
         }
         if !report.rules.isEmpty, let client = report.rulesClient {
             lines.append("")
@@ -46,12 +65,31 @@ public enum ReportText {
     }
 
     static let legend = [
-        "origin requests: what the origin's request log received, by method. origin bytes: every byte it wrote",
-        "  (status lines, headers, bodies). cache / reval. / fetched: requests answered without the origin, after",
-        "  the origin confirmed the stored body (304), with a body from the origin. wrong: a body that was not the",
-        "  origin's current one when the contract says it must be. stale ok: an older body inside the window the",
-        "  contract grants (the ETag day, the no-cache minute…), not wrong. time: wall clock for the whole session.",
+        "origin requests: what the origin's request log received, by method. bytes on the wire: every byte the",
+        "  origin wrote (down: status lines, headers, bodies) and read (up: the requests). cache / reval. / fetched:",
+        "  requests answered without the origin, after the origin confirmed the stored body (304), with a body from",
+        "  the origin. wrong: a body that was not the origin's current one when the contract says it must be. stale",
+        "  ok: an older body inside the window the contract grants (the ETag day, the no-cache minute…), not wrong.",
+        "  app waited: the time from each request to its answer, summed over the client's requests (one at a time).",
     ]
+
+    /// "network: 4g — 70 ms round trip, 12 Mbit/s down, acted out by the embedded origin", where
+    /// the numbers come from, and how the clients ran.
+    static func networkLines(_ report: ComparisonReport) -> [String] {
+        let network = report.network
+        let others = NetworkProfile.all.filter { $0 != network }.map(\.name).joined(separator: " | ")
+        var lines: [String]
+        if network.simulated == nil {
+            lines = ["network: \(network.name) — \(network.summary): the embedded origin answers as fast as loopback allows"]
+        } else {
+            lines = ["network: \(network.name) — \(network.summary), acted out by the embedded origin (a new connection",
+                     "  costs one more round trip). Numbers: \(network.source)."]
+        }
+        lines.append("  Other networks: --network \(others). "
+                     + (report.concurrent ? "The clients ran at the same time, each against its own origin."
+                                          : "The clients ran one after another, each against its own origin."))
+        return lines
+    }
 
     /// Methods in a stable order: GET, HEAD, POST, then any other alphabetically.
     static func methods(_ clients: [ClientResult]) -> [String] {
@@ -66,41 +104,102 @@ public enum ReportText {
         let methodColumns = methods.map { leftPad($0, 6) }.joined() + leftPad("all", 6)
         let requestsWidth = methodColumns.count
         var header1 = pad("", nameWidth) + pad("  origin requests", requestsWidth)
-        header1 += leftPad("origin", 12) + "  " + pad("   answers", 32)
-        let header2 = pad("client", nameWidth) + methodColumns + leftPad("bytes", 12)
+        header1 += pad("   bytes on the wire", 20) + pad("   answers", 41) + "app waited"
+        let header2 = pad("client", nameWidth) + methodColumns + leftPad("down", 11) + leftPad("up", 9)
             + leftPad("cache", 7) + leftPad("reval.", 8) + leftPad("fetched", 9) + leftPad("wrong", 7)
-            + leftPad("stale ok", 10) + leftPad("time", 9)
+            + leftPad("stale ok", 10) + leftPad("total", 10)
         var lines = [header1.trimmingTrailing(), header2, String(repeating: "-", count: header2.count)]
         for client in clients {
             var row = pad(client.name, nameWidth)
             row += methods.map { leftPad(String(client.originRequests[$0] ?? 0), 6) }.joined()
             row += leftPad(String(client.originRequestTotal), 6)
-            row += leftPad(grouped(client.originBytes), 12)
+            row += leftPad(grouped(client.originBytes), 11) + leftPad(grouped(client.originBytesReceived), 9)
             row += leftPad(String(client.fromCache), 7) + leftPad(String(client.revalidated), 8)
             row += leftPad(String(client.fetched), 9) + leftPad(String(client.wrongAnswers), 7)
             row += leftPad(String(client.allowedStale), 10)
-            row += leftPad(String(format: "%.2f s", client.seconds), 9)
+            row += leftPad(seconds(client.waitedSeconds), 10)
             lines.append(row)
         }
         return lines
     }
 
-    /// "CachingProtocol (HEAD) against no cache: 36 % fewer origin requests, 61 % fewer origin bytes", one
-    /// line per protocol client and baseline.
+    /// "CachingProtocol (HEAD) against no cache: 36 % fewer origin requests, 60 % fewer bytes on
+    /// the wire, 35 % less waiting", one line per protocol client and baseline.
     static func savings(_ report: ComparisonReport) -> [String] {
         let others = report.clients.filter { !$0.kind.usesProtocol }
         return report.clients.filter(\.kind.usesProtocol).flatMap { ours in
             others.map { other in
                 "\(ours.name) against \(other.name): "
                     + "\(percent(ours.originRequestTotal, other.originRequestTotal)) fewer origin requests, "
-                    + "\(percent(ours.originBytes, other.originBytes)) fewer origin bytes"
+                    + "\(percent(ours.bytesMoved, other.bytesMoved)) fewer bytes on the wire, "
+                    + "\(percent(ours.waitedSeconds, other.waitedSeconds)) less waiting"
             }
         }
     }
 
     private static func percent(_ ours: Int, _ theirs: Int) -> String {
+        percent(Double(ours), Double(theirs))
+    }
+
+    private static func percent(_ ours: Double, _ theirs: Double) -> String {
         guard theirs > 0 else { return "n/a" }
-        return "\(Int((Double(theirs - ours) / Double(theirs) * 100).rounded())) %"
+        return "\(Int(((theirs - ours) / theirs * 100).rounded())) %"
+    }
+
+    /// The median wait per kind of answer, per client: what a hit, a revalidation and a fetch
+    /// feel like on this network.
+    static func waits(_ report: ComparisonReport) -> [String] {
+        guard !report.clients.isEmpty else { return [] }
+        let kinds: [(AnswerKind, String)] = [(.fromCache, "from cache"), (.revalidated, "revalidated"), (.fetched, "fetched")]
+        var lines = ["What the app waited per request (median, \(report.network.name)):"]
+        lines.append("  " + pad("client", 35) + kinds.map { leftPad($0.1, 13) }.joined())
+        for client in report.clients {
+            lines.append("  " + pad(client.name, 35) + kinds.map { kind in
+                leftPad(client.medianMilliseconds(kind.0).map(milliseconds) ?? "-", 13)
+            }.joined())
+        }
+        return lines
+    }
+
+    /// The offline phase: per client, how many requests got an answer, and why the others did not.
+    static func offline(_ report: ComparisonReport) -> [String] {
+        guard let phase = report.scenario.offline, report.clients.contains(where: { $0.offline != nil }) else { return [] }
+        let gets = phase.actions.filter { if case .get = $0 { return true } else { return false } }.count
+        let posts = phase.actions.filter { if case .post = $0 { return true } else { return false } }.count
+        var sent = ["\(gets) GET\(gets == 1 ? "" : "s")"]
+        if posts > 0 { sent.append("\(posts) POST\(posts == 1 ? "" : "s")") }
+        var lines = ["Offline (\(phase.name)): the origin refuses every connection, as a phone without a network fails"
+                     + " at once; the app sends its requests again (\(sent.joined(separator: ", ")))"]
+        lines.append("  " + pad("client", 35) + leftPad("answered", 10) + leftPad("failed", 8) + leftPad("stale", 7)
+                     + leftPad("waited", 10))
+        func row(_ name: String, _ result: OfflineResult) -> [String] {
+            var lines = ["  " + pad(name, 35) + leftPad("\(result.answered) of \(result.requests)", 10)
+                         + leftPad(String(result.failed), 8) + leftPad(String(result.staleAnswers), 7)
+                         + leftPad(milliseconds(result.waitedSeconds * 1000), 10)]
+            let missing = result.records.filter { !$0.isAnswered }
+            let reasons = Set(missing.map { $0.failure ?? "status \($0.status)" })
+            if missing.count == result.requests, missing.count > 1, reasons.count == 1, let reason = reasons.first {
+                lines.append("      no answer for any request: \(reason)")
+            } else if !missing.isEmpty {
+                lines.append("      no answer: " + missing.map { record in
+                    (record.method == "GET" ? "" : record.method + " ") + record.path
+                        + " (\(record.failure ?? "status \(record.status)"))"
+                }.joined(separator: ", "))
+            }
+            return lines
+        }
+        for client in report.clients {
+            guard let offline = client.offline else { continue }
+            lines += row(client.name, offline)
+            if let switched = client.offlineSwitched {
+                lines += row("  told isOffline = true", switched)
+            }
+        }
+        lines.append("  answered: a 2xx answer with a body. stale: answered from a stored response past its freshness")
+        lines.append("  (stale-if-error, or offline mode). 504 from the cache: a response stored with no-cache or")
+        lines.append("  must-revalidate is never served without the origin's confirmation (RFC 9111 §4.2.4); offline mode")
+        lines.append("  (isOffline = true) serves whatever is stored, and fails at once for the rest.")
+        return lines
     }
 
     // MARK: Rule lines
@@ -175,6 +274,16 @@ public enum ReportText {
             out.append(character)
         }
         return (value < 0 ? "-" : "") + out
+    }
+
+    /// "3.62 s".
+    static func seconds(_ value: Double) -> String {
+        String(format: "%.2f s", value)
+    }
+
+    /// "79 ms", "0.4 ms" below ten.
+    static func milliseconds(_ value: Double) -> String {
+        value < 10 ? String(format: "%.1f ms", value) : "\(Int(value.rounded())) ms"
     }
 
     static func format(_ value: Double) -> String {

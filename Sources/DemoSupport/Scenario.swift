@@ -17,9 +17,24 @@ public struct Scenario: Sendable {
         /// Seconds after launch on the simulated clock.
         public var offset: TimeInterval
         public var actions: [Action]
+
+        public init(name: String, offset: TimeInterval, actions: [Action]) {
+            self.name = name
+            self.offset = offset
+            self.actions = actions
+        }
     }
 
     public var phases: [Phase]
+    /// After `phases`: the origin becomes unreachable (it stops listening, so connections are
+    /// refused) and the app sends these requests again. Nil: no offline phase. Its requests are
+    /// not in ``requestCount``; they are measured apart (`ClientResult.offline`).
+    public var offline: Phase?
+
+    public init(phases: [Phase], offline: Phase? = nil) {
+        self.phases = phases
+        self.offline = offline
+    }
 
     /// Requests one client sends.
     public var requestCount: Int {
@@ -30,7 +45,9 @@ public struct Scenario: Sendable {
 
     /// The session the Demo replays: an app launch, a pull-to-refresh burst of three pulls ten
     /// seconds apart (two of them followed by a "like"), the profile edited elsewhere half-way,
-    /// then the app opened again after an hour, after two days and after eight days.
+    /// then the app opened again after an hour, after two days and after eight days; an hour
+    /// after that last return the network is gone and the app opens once more, sending its launch
+    /// requests and a like.
     public static let standard: Scenario = {
         let everything: [Action] = [
             .get(DemoSite.configPath), .get(DemoSite.catalogPath), .get(DemoSite.termsPath),
@@ -51,6 +68,7 @@ public struct Scenario: Sendable {
             Phase(name: "return +1 h", offset: 3_600, actions: everything),
             Phase(name: "return +2 d", offset: 2 * day, actions: everything),
             Phase(name: "return +8 d", offset: 8 * day, actions: everything),
-        ])
+        ], offline: Phase(name: "offline +8 d 1 h", offset: 8 * day + 3_600,
+                          actions: everything + [.post(DemoSite.likePath, body: "{\"post\":19}")]))
     }()
 }

@@ -19,6 +19,9 @@ import Foundation
 /// possibly several at once. Every method and property of this class is safe to call from any
 /// thread, including from inside a handler.
 ///
+/// Set ``network`` to put a simulated network between the origin and its clients: responses
+/// then wait a round trip and leave at its bandwidth (``SimulatedNetwork``).
+///
 /// The server stops when ``stop()`` is called or when the object is deinitialized.
 public final class LoopbackOrigin: Sendable {
     /// A request handler. It runs on the connection's thread; it may block (the connection
@@ -105,6 +108,18 @@ public final class LoopbackOrigin: Sendable {
     /// any `100 Continue` interim responses. Reset by ``resetLog()``.
     public var totalBytesSent: Int { core.state.withLock { $0.totalBytesSent } }
 
+    /// All bytes read from sockets: request lines, header sections and bodies as the clients
+    /// sent them (chunk framing included). Reset by ``resetLog()``.
+    public var totalBytesReceived: Int { core.state.withLock { $0.totalBytesReceived } }
+
+    /// The network the origin's responses travel through, acted out on the wire (see
+    /// ``SimulatedNetwork``); nil (the default) for none: loopback as it is. A change applies to
+    /// responses that start afterwards. Safe to set from any thread.
+    public var network: SimulatedNetwork? {
+        get { core.state.withLock { $0.network } }
+        set { core.state.withLock { $0.network = newValue } }
+    }
+
     /// How many TCP connections were accepted. Reset by ``resetLog()``
     /// (``OriginRequest/connectionID`` values keep counting up).
     public var connectionsAccepted: Int { core.state.withLock { $0.connectionsAccepted } }
@@ -115,6 +130,7 @@ public final class LoopbackOrigin: Sendable {
             s.log.removeAll()
             s.bodyBytesSent = 0
             s.totalBytesSent = 0
+            s.totalBytesReceived = 0
             s.connectionsAccepted = 0
         }
     }
@@ -184,7 +200,9 @@ final class OriginCore: Sendable {
         var log: [OriginRequest] = []
         var bodyBytesSent = 0
         var totalBytesSent = 0
+        var totalBytesReceived = 0
         var connectionsAccepted = 0
+        var network: SimulatedNetwork?
         var nextConnectionID = 1
         /// The running listener; nil while stopped.
         var listener: Listener?
@@ -287,13 +305,20 @@ final class OriginCore: Sendable {
             close(fd)
         }
         var reader = RequestReader(fd: fd)
+        var counted = 0
+        var newConnection = true
         while true {
-            switch reader.next(sendContinue: { _ = write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8), body: 0..<0, to: fd) }) {
+            let outcome = reader.next(sendContinue: { _ = write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8), body: 0..<0, to: fd) })
+            let received = reader.receivedByteCount - counted
+            counted = reader.receivedByteCount
+            if received > 0 { state.withLock { $0.totalBytesReceived += received } }
+            switch outcome {
             case .closed:
                 return
             case .malformed(let reason):
                 let response = OriginResponse.text("Bad Request: \(reason)\n", status: 400)
-                _ = send(response, method: "GET", version: "HTTP/1.1", keepAlive: false, fd: fd, listener: listener)
+                _ = send(response, method: "GET", version: "HTTP/1.1", keepAlive: false, fd: fd, listener: listener,
+                         newConnection: newConnection)
                 return
             case .request(let parsed):
                 let request = OriginRequest(
@@ -308,7 +333,8 @@ final class OriginCore: Sendable {
                     && !(response.header("Connection")?.lowercased().contains("close") ?? false)
                 let open = send(
                     response, method: request.method, version: request.version, keepAlive: keepAlive,
-                    fd: fd, listener: listener)
+                    fd: fd, listener: listener, newConnection: newConnection)
+                newConnection = false
                 guard open else { return }
             }
         }
@@ -328,10 +354,21 @@ final class OriginCore: Sendable {
         return OriginResponse.text("Not Found: \(request.path)\n", status: 404)
     }
 
-    /// Writes `response` (acting out its fault). Returns whether the connection stays open.
+    /// Writes `response` (acting out its fault) through the simulated network, if any.
+    /// `newConnection`: the first response on its connection. Returns whether the connection
+    /// stays open.
     private func send(
-        _ response: OriginResponse, method: String, version: String, keepAlive: Bool, fd: Int32, listener: Listener
+        _ response: OriginResponse, method: String, version: String, keepAlive: Bool, fd: Int32, listener: Listener,
+        newConnection: Bool
     ) -> Bool {
+        var pacer: LinkPacer?
+        if let network = state.withLock({ $0.network }) {
+            let delay = network.firstByteDelay(newConnection: newConnection)
+            if delay > 0, !POSIXSocket.waitReadable([listener.wakeRead], timeout: delay).isEmpty {
+                return false  // stopped during the round trip
+            }
+            if network.bytesPerSecond != nil { pacer = LinkPacer(network) }
+        }
         var closeAfterBodyBytes: Int?
         var declaredLength: Int?
         switch response.fault {
@@ -397,7 +434,8 @@ final class OriginCore: Sendable {
 
         guard let chunkSize, sendsBody else {
             // The whole response in one buffer: no Nagle/delayed-ACK stall between head and body.
-            let ok = write(headBytes + body, body: headBytes.count..<(headBytes.count + body.count), to: fd)
+            let ok = write(headBytes + body, body: headBytes.count..<(headBytes.count + body.count), to: fd,
+                           pacer: pacer, listener: listener)
             return ok && !closes
         }
 
@@ -418,16 +456,34 @@ final class OriginCore: Sendable {
                 offset = end
                 let isLast = offset >= body.count
                 if isLast && closeAfterBodyBytes == nil { pending += Array("0\r\n\r\n".utf8) }
-                guard write(pending, body: bodyRange, to: fd) else { return false }
+                guard write(pending, body: bodyRange, to: fd, pacer: pacer, listener: listener) else { return false }
                 pending = []
             } else {
                 // Empty body (or cut to nothing by the fault).
                 if closeAfterBodyBytes == nil { pending += Array("0\r\n\r\n".utf8) }
-                guard write(pending, body: 0..<0, to: fd) else { return false }
+                guard write(pending, body: 0..<0, to: fd, pacer: pacer, listener: listener) else { return false }
                 pending = []
             }
         } while offset < body.count
         return !closes
+    }
+
+    /// Writes `bytes` as `pacer` lets the simulated link carry them (at once without one): piece
+    /// by piece, each once the link has carried it. Returns false when the origin stopped
+    /// meanwhile or the write failed; pieces not written are not counted.
+    private func write(_ bytes: [UInt8], body: Range<Int>, to fd: Int32, pacer: LinkPacer?, listener: Listener) -> Bool {
+        guard let pacer else { return write(bytes, body: body, to: fd) }
+        for piece in pacer.plan(bytes.count) {
+            let wait = LinkPacer.seconds(until: piece.due)
+            if wait > 0, !POSIXSocket.waitReadable([listener.wakeRead], timeout: wait).isEmpty {
+                return false  // stopped while the link carried this piece
+            }
+            let lower = max(body.lowerBound, piece.range.lowerBound)
+            let upper = min(body.upperBound, piece.range.upperBound)
+            let pieceBody = lower < upper ? (lower - piece.range.lowerBound)..<(upper - piece.range.lowerBound) : 0..<0
+            guard write(Array(bytes[piece.range]), body: pieceBody, to: fd) else { return false }
+        }
+        return true
     }
 
     /// Writes `bytes` in as few `send` calls as the socket allows, counting them, and those of

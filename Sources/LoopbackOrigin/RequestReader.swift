@@ -36,6 +36,8 @@ struct RequestReader {
     let fd: Int32
     private var buffer: [UInt8] = []
     private var start = 0
+    /// Bytes read off the socket so far (a pipelined next request's included).
+    private(set) var receivedByteCount = 0
 
     init(fd: Int32) {
         self.fd = fd
@@ -172,6 +174,7 @@ struct RequestReader {
     private mutating func receiveMore() -> Bool {
         let chunk = POSIXSocket.receive(fd, capacity: 64 * 1024)
         if chunk.isEmpty { return false }
+        receivedByteCount += chunk.count
         buffer.append(contentsOf: chunk)
         return true
     }
