@@ -36,6 +36,20 @@ public enum BenchmarkCommand {
                 return fail("\(error)")
             }
         }
+        if remaining.first == "--launch-side" {
+            // A child of the scaling group: `--launch-side SIDE --directory D --probe URL` (see `launch`).
+            let values = Array(remaining)
+            guard values.count == 6, ["foundation", "layered", "layered-empty"].contains(values[1]),
+                  values[2] == "--directory", values[4] == "--probe" else {
+                return fail("--launch-side needs foundation, layered or layered-empty, --directory D and --probe URL")
+            }
+            do {
+                print(try BenchmarkSuite.measureLaunch(side: values[1], directory: values[3], probe: values[5]))
+                return 0
+            } catch {
+                return fail("\(error)")
+            }
+        }
         while let argument = remaining.popFirst() {
             switch argument {
             case "--json": json = true
