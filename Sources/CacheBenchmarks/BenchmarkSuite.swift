@@ -388,6 +388,9 @@ final class BenchmarkSuite {
     /// Foundation alone). The layered child then answers one hit from the disk cache through the
     /// shared session, timed from its launch.
     private func launch(directory: URL, probe: URLRequest, body: Data) throws {
+        guard let demo = Self.demoExecutable else {
+            return progress("no Demo executable beside \(ProcessInfo.processInfo.arguments[0]): skipping the launch in fresh processes")
+        }
         let rounds = scale.openSize >= 10_000 ? 11 : 3
         var foundation = Samples(capacity: rounds), full = Samples(capacity: rounds), empty = Samples(capacity: rounds)
         var firstHits = Samples(capacity: rounds)
@@ -396,7 +399,7 @@ final class BenchmarkSuite {
             let sides = ["foundation", "layered", "layered-empty"]
             for side in round % 2 == 0 ? sides : sides.reversed() {
                 let launchDirectory = side == "layered-empty" ? self.directory("launch-empty-\(round)") : directory
-                let (launch, firstHit) = try Self.runLaunchChild(side: side, directory: launchDirectory, probe: probe.url!)
+                let (launch, firstHit) = try Self.runLaunchChild(demo, side: side, directory: launchDirectory, probe: probe.url!)
                 switch side {
                 case "foundation": foundation.append(UInt64(launch * 1e6))
                 case "layered":
@@ -419,9 +422,9 @@ final class BenchmarkSuite {
 
     /// Runs `bench --launch-side SIDE --directory D --probe URL` in a child process and reads its
     /// milliseconds: to the end of the launch, and to the first hit (layered sides).
-    private static func runLaunchChild(side: String, directory: URL, probe: URL) throws -> (Double, Double?) {
+    private static func runLaunchChild(_ demo: URL, side: String, directory: URL, probe: URL) throws -> (Double, Double?) {
         let child = Process()
-        child.executableURL = URL(fileURLWithPath: ProcessInfo.processInfo.arguments[0])
+        child.executableURL = demo
         child.arguments = ["bench", "--launch-side", side, "--directory", directory.path, "--probe", probe.absoluteString]
         let output = Pipe()
         child.standardOutput = output
@@ -433,6 +436,16 @@ final class BenchmarkSuite {
             throw BenchmarkError("the \(side) launch child failed (status \(child.terminationStatus)): \(String(decoding: data, as: UTF8.self))")
         }
         return (fields[0], fields[1] >= 0 ? fields[1] : nil)
+    }
+
+    /// The Demo executable, which runs the benchmarks' child processes (`bench --launch-side`,
+    /// `bench --huge-side`): this program when it is the Demo, else the one built beside it (a
+    /// test bundle runs the suite in-process); nil when there is none.
+    static var demoExecutable: URL? {
+        let running = URL(fileURLWithPath: ProcessInfo.processInfo.arguments[0])
+        if running.lastPathComponent == "Demo" { return running }
+        let sibling = running.deletingLastPathComponent().appendingPathComponent("Demo")
+        return FileManager.default.isExecutableFile(atPath: sibling.path) ? sibling : nil
     }
 
     /// The child's side of `launch`: prints milliseconds to the end of the launch and to the

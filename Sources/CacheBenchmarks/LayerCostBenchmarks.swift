@@ -189,8 +189,9 @@ extension BenchmarkSuite {
 
     /// Runs `bench --huge-side SIDE --bytes N` in a child process and reads its one line.
     private static func runHugeChild(side: String, bytes: Int) throws -> HugeSample {
+        guard let demo = demoExecutable else { throw BenchmarkError("no Demo executable to run the \(side) child") }
         let child = Process()
-        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        child.executableURL = demo
         child.arguments = ["bench", "--huge-side", side, "--bytes", String(bytes)]
         let output = Pipe()
         child.standardOutput = output

@@ -64,10 +64,12 @@ final class CacheEngine: Sendable {
     /// Whether a GET `request` is left to Foundation because its URL's last response through the
     /// layer said `no-store` less than `NoStoreURLs.lifetime` ago: nothing of it could be stored,
     /// so the layer would only add a miss's cost (and buffer its body on Linux). Never in offline
-    /// mode, where every GET must be answered from the cache or fail. Runs in `canInit` for every
-    /// GET: with no such URL learned it costs one lock and builds no key.
+    /// mode, where every GET must be answered from the cache or fail, nor for a request whose cache
+    /// policy forbids the network (`.returnCacheDataDontLoad`: Foundation on Linux would load it).
+    /// Runs in `canInit` for every GET: with no such URL learned it costs one lock and builds no key.
     func passesBy(_ request: URLRequest) -> Bool {
-        guard !noStoreURLs.withLock({ $0.isEmpty }), !isOffline, let key = CacheKey.make(for: request) else { return false }
+        guard !noStoreURLs.withLock({ $0.isEmpty }), !isOffline, request.cachePolicy != .returnCacheDataDontLoad,
+              let key = CacheKey.make(for: request) else { return false }
         let now = configuration.now()
         return noStoreURLs.withLock { $0.contains(key, at: now) }
     }

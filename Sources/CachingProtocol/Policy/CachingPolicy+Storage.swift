@@ -100,9 +100,18 @@ extension CachingPolicy {
         let initialAge = fixedLifetime != nil ? 0 : Self.correctedInitialAge(headers: headers, date: dateHeader,
                                                                              requestDate: requestDate, responseDate: responseDate)
         let hasValidator = headers.contains("ETag") || headers.contains("Last-Modified")
-        // A response that is stale on arrival and cannot be revalidated would only be refetched:
-        // storing it wastes space (an older cache stored such responses with expiry 0).
-        guard lifetime - initialAge > 0 || hasValidator else {
+        // A response stale on arrival that cannot be revalidated can only ever be served stale
+        // (RFC 9111 §4.2.4): it is kept when a later request may use it that way — it was given a
+        // lifetime and arrived past it (an old `Date` or `Age`), so a request's `max-stale` can
+        // still accept it; or it allows stale use itself (`stale-if-error`,
+        // `stale-while-revalidate`); or the request asked for stale answers — and never when it
+        // may not be served stale (`no-cache`, `must-revalidate`). A response that says it is
+        // never fresh (`max-age=0`, an invalid `Expires`) or has no caching headers would only be
+        // refetched: storing it wastes space (an older cache stored such responses with expiry 0).
+        let usableStale = !directives.noCache && !directives.mustRevalidate
+            && ((explicit ?? 0) > 0 || directives.staleIfError != nil || directives.staleWhileRevalidate != nil
+                || request.directives.maxStale != nil || request.directives.staleIfError != nil)
+        guard lifetime - initialAge > 0 || hasValidator || usableStale else {
             return .doNotStore(reason: "no freshness and no validator")
         }
         return .store(freshnessLifetime: lifetime, initialAge: initialAge)

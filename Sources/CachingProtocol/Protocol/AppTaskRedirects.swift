@@ -73,9 +73,7 @@ struct AsyncTaskDelegate: Sendable {
         guard let task = task as? URLSessionDataTask, let flagOffset = asyncCallFlagOffset,
               withExtendedLifetime(task, { Unmanaged.passUnretained(task).toOpaque().load(fromByteOffset: flagOffset, as: Bool.self) }),
               let session = AppTaskRedirects.owningSession(of: task),
-              let registry = Mirror(reflecting: session).children.first(where: { $0.label == "taskRegistry" })?.value,
-              let behaviours = Mirror(reflecting: registry).children.first(where: { $0.label == "behaviours" })?.value as? [Int: Any],
-              let behaviour = behaviours[task.taskIdentifier],
+              let behaviour = AppTaskBehaviour.registered(for: task, in: session),
               let withDelegate = Mirror(reflecting: behaviour).children.first,
               withDelegate.label == "dataCompletionHandlerWithTaskDelegate",
               let delegate = Mirror(reflecting: withDelegate.value).children.dropFirst().first?.value as? any URLSessionDataDelegate
@@ -130,5 +128,31 @@ enum TaskWorkQueue {
     }
 
     private static let fieldOffset = TaskFields.offset(of: "workQueue", type: DispatchQueue.self)
+}
+#endif
+
+#if canImport(FoundationNetworking)
+/// What corelibs' task registry says of an app's task (Linux): the behaviour its session recorded
+/// when the task was made — a delegate of its own, a completion handler, or an `async` call's.
+/// Internal to corelibs and read by reflection; when a release renames it, nothing can be told
+/// and the layer behaves as for a completion handler (whole bodies).
+enum AppTaskBehaviour {
+    /// Whether `task` reports to a delegate (`callDelegate`), which corelibs hands every
+    /// `didLoad` as it comes. Free for a task without any delegate (no reflection). Call it from
+    /// `startLoading` (see `AsyncTaskDelegate.find(for:)`).
+    static func hasDelegateOfItsOwn(_ task: URLSessionTask?) -> Bool {
+        guard let task, task.delegate != nil, let session = AppTaskRedirects.owningSession(of: task),
+              let behaviour = registered(for: task, in: session) else { return false }
+        return String(describing: behaviour) == "callDelegate"
+    }
+
+    /// The behaviour `session`'s task registry keeps for `task` (`_TaskRegistry._Behaviour`:
+    /// `callDelegate`, `dataCompletionHandler(…)`, `dataCompletionHandlerWithTaskDelegate(…)` …).
+    static func registered(for task: URLSessionTask, in session: URLSession) -> Any? {
+        guard let registry = Mirror(reflecting: session).children.first(where: { $0.label == "taskRegistry" })?.value,
+              let behaviours = Mirror(reflecting: registry).children.first(where: { $0.label == "behaviours" })?.value as? [Int: Any]
+        else { return nil }
+        return behaviours[task.taskIdentifier]
+    }
 }
 #endif

@@ -234,7 +234,10 @@ public class CachingURLProtocol: URLProtocol {
 
     /// The client of a load that goes on past the lookup, made from the app's task.
     private func makeClient(_ delivery: ClientDelivery) -> Client {
-        Client(delivery: delivery, redirects: delivery.rules.reportsRedirects ? .report : AppTaskRedirects.handling(for: task))
+        #if canImport(FoundationNetworking)
+        delivery.learnBodyDelivery(from: task)
+        #endif
+        return Client(delivery: delivery, redirects: delivery.rules.reportsRedirects ? .report : AppTaskRedirects.handling(for: task))
     }
 
     /// What the engine hands a load's answer and its news to: the protocol's `ClientDelivery`.
@@ -242,7 +245,7 @@ public class CachingURLProtocol: URLProtocol {
         let delivery: ClientDelivery
         let redirects: RedirectHandling
 
-        var streamsBody: Bool { delivery.rules.streamsBodies }
+        var streamsBody: Bool { delivery.bodyDelivery != .whole }
 
         func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
             delivery.deliver(answer)

@@ -47,11 +47,26 @@ final class ClientDelivery: Sendable {
         #endif
     }
 
+    /// How the app takes a body fetched from the origin.
+    enum BodyDelivery: Sendable, Equatable {
+        /// In one `didLoad` at its end: what completion handlers and `async` callers need on Linux
+        /// (linux-foundation-notes 10), and what a task nobody watches gets.
+        case whole
+        /// Each piece as it arrives (`didLoad` per piece): Apple's client for every task, and on
+        /// Linux a task with a delegate, which corelibs hands every `didLoad`.
+        case streamed
+        /// Whole to the client at its end, and each piece as it arrives to the delegate of the
+        /// `async` call behind the load (`data(for:delegate:)`, Linux): corelibs' own protocol
+        /// feeds that delegate as the body arrives and the call's result at the end.
+        case wholeAndRelayedAsItArrives
+    }
+
     private struct State {
         /// Set by `stop` and by the end of the answer: nothing reaches the client afterwards.
         var isStopped = false
         /// The response went to the client already (streamed): the answer only ends the load.
         var sentHead = false
+        var bodyDelivery: BodyDelivery
         /// The protocol instance, for the client calls (weak: the protocol holds this object).
         weak var owner: URLProtocol?
     }
@@ -70,11 +85,33 @@ final class ClientDelivery: Sendable {
     init(owner: URLProtocol, executor: ClientExecutor, rules: Rules = .platform) {
         self.rules = rules
         self.executor = executor
-        state = Locked(State(owner: owner))
+        state = Locked(State(bodyDelivery: rules.streamsBodies ? .streamed : .whole, owner: owner))
         #if canImport(FoundationNetworking)
         asyncTaskDelegate = rules.relaysBodiesToAsyncTaskDelegates ? AsyncTaskDelegate.find(for: owner.task) : nil
         #endif
     }
+
+    /// How a fetched body reaches the app, `.streamed` where the platform streams every body.
+    var bodyDelivery: BodyDelivery {
+        get { state.withLock { $0.bodyDelivery } }
+        set { state.withLock { $0.bodyDelivery = newValue } }
+    }
+
+    #if canImport(FoundationNetworking)
+    /// Learns how the app's task takes bodies (Linux): a task with a delegate streams, the
+    /// delegate of an `async` call gets the pieces besides the whole result, everything else
+    /// takes it whole — also when the kind cannot be told (`AppTaskBehaviour`). Call it from
+    /// `startLoading`, where corelibs lets the task's registry entry be read; only loads that go
+    /// past the lookup need it (a hit is one piece).
+    func learnBodyDelivery(from task: URLSessionTask?) {
+        guard !rules.streamsBodies else { return }
+        if asyncTaskDelegate != nil {
+            bodyDelivery = .wholeAndRelayedAsItArrives
+        } else if AppTaskBehaviour.hasDelegateOfItsOwn(task) {
+            bodyDelivery = .streamed
+        }
+    }
+    #endif
 
     // MARK: Deliveries
 
@@ -89,6 +126,9 @@ final class ClientDelivery: Sendable {
                 if !to.sentHead {
                     to.client.urlProtocol(to.owner, didReceive: response, cacheStoragePolicy: .notAllowed)
                     to.load(body)
+                } else if to.bodyDelivery == .wholeAndRelayedAsItArrives, !body.isEmpty {
+                    // The call's delegate had the pieces; the call gets the whole body.
+                    to.client.urlProtocol(to.owner, didLoad: body)
                 }
                 to.client.urlProtocolDidFinishLoading(to.owner)
             case .redirect(let response, let request):
@@ -102,17 +142,22 @@ final class ClientDelivery: Sendable {
         }
     }
 
-    /// The response of a body that follows in pieces (`rules.streamsBodies`).
+    /// The response of a body that follows in pieces (`bodyDelivery` other than `.whole`).
     func deliverHead(_ response: HTTPURLResponse) {
         perform(ending: false, sendsHead: true) { to in
             to.client.urlProtocol(to.owner, didReceive: response, cacheStoragePolicy: .notAllowed)
         }
     }
 
-    /// A piece of the body after `deliverHead`.
+    /// A piece of the body after `deliverHead`: to the client (`.streamed`), or to the `async`
+    /// call's delegate only (`.wholeAndRelayedAsItArrives`, the client gets the whole at the end).
     func deliverChunk(_ data: Data) {
         perform(ending: false) { to in
-            to.load(data)
+            switch to.bodyDelivery {
+            case .streamed: to.load(data)
+            case .wholeAndRelayedAsItArrives: to.relay(data)
+            case .whole: break
+            }
         }
     }
 
@@ -152,6 +197,7 @@ final class ClientDelivery: Sendable {
         let owner: URLProtocol
         /// The response went to the client before this delivery.
         let sentHead: Bool
+        let bodyDelivery: BodyDelivery
         #if canImport(FoundationNetworking)
         let asyncTaskDelegate: AsyncTaskDelegate?
         #endif
@@ -160,7 +206,13 @@ final class ClientDelivery: Sendable {
         func load(_ data: Data) {
             guard !data.isEmpty else { return }
             client.urlProtocol(owner, didLoad: data)
+            relay(data)
+        }
+
+        /// Hands a piece of the body to the delegate of the `async` call behind the load, if any.
+        func relay(_ data: Data) {
             #if canImport(FoundationNetworking)
+            guard !data.isEmpty else { return }
             asyncTaskDelegate?.relay(data)
             #endif
         }
@@ -180,9 +232,10 @@ final class ClientDelivery: Sendable {
             func claim(_ state: inout State) -> Recipient? {
                 guard !state.isStopped, let owner = state.owner, let client = owner.client else { return nil }
                 #if canImport(FoundationNetworking)
-                let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead, asyncTaskDelegate: asyncTaskDelegate)
+                let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead, bodyDelivery: state.bodyDelivery,
+                                          asyncTaskDelegate: asyncTaskDelegate)
                 #else
-                let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead)
+                let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead, bodyDelivery: state.bodyDelivery)
                 #endif
                 if ending { state.isStopped = true }
                 if sendsHead { state.sentHead = true }

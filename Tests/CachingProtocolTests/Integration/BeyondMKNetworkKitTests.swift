@@ -148,6 +148,27 @@ final class BeyondMKNetworkKitTests: CachingTestCase {
 
     // MARK: stale-while-revalidate
 
+    /// A response that arrives already stale and has no validator is kept for requests that
+    /// accept stale answers (RFC 9111 §4.2.4, `max-stale`): only they are answered with it.
+    func testAResponseStaleOnArrivalAnswersALaterMaxStaleRequest() async throws {
+        let fourMinutesAgo = IMFFixdate.string(from: clock.now.addingTimeInterval(-240))
+        origin.handle("/old") { _ in
+            OriginResponse(status: 200, headers: [HTTPField("Cache-Control", "max-age=120"), HTTPField("Date", fourMinutesAgo)],
+                           body: Data("A".utf8))
+        }
+        _ = try await get("/old")
+        let (plain, _) = try await get("/old")
+        XCTAssertEqual(String(decoding: plain, as: UTF8.self), "A")
+        XCTAssertEqual(originMethods("/old"), ["GET", "GET"], "a request that wants a fresh answer goes to the origin")
+        let (stale, response) = try await get("/old", headers: ["Cache-Control": "max-stale=180"])
+        XCTAssertEqual(String(decoding: stale, as: UTF8.self), "A")
+        XCTAssertEqual(originMethods("/old").count, 2, "max-stale=180 accepts it: no request")
+        XCTAssertEqual(status(response), "CachingProtocol; hit; ttl=-120; detail=stale")
+        XCTAssertEqual(events.last?.outcome, .staleHit)
+        _ = try await get("/old", headers: ["Cache-Control": "max-stale=60"])
+        XCTAssertEqual(originMethods("/old").count, 3, "120 s stale is more than max-stale=60 accepts")
+    }
+
     func testStaleWhileRevalidateAnswersAtOnceAndRefreshesInTheBackground() async throws {
         let resource = OriginResource(body: Data("first".utf8), lastModified: .none,
                                       headers: [HTTPField("Cache-Control", "max-age=10, stale-while-revalidate=60")])

@@ -59,6 +59,22 @@ final class NoStorePassByTests: CachingTestCase {
         XCTAssertEqual(origin.requests(to: "/me").count, 1)
     }
 
+    /// A request whose policy forbids the network never reaches it, whatever the layer learned
+    /// of its URL (Foundation on Linux ignores `.returnCacheDataDontLoad` and would load it).
+    func testALearnedURLAskedOnlyFromTheCacheNeverReachesTheNetwork() async throws {
+        serveNoStore("/me")
+        _ = try await getNumbered("/me", 1)
+        XCTAssertEqual(origin.requests(to: "/me").count, 1)
+        do {
+            _ = try await get("/me", headers: ["X-N": "2"], cachePolicy: .returnCacheDataDontLoad)
+            XCTFail("nothing is stored for a no-store URL, and the network is forbidden")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .resourceUnavailable)
+        }
+        XCTAssertEqual(origin.requests(to: "/me").count, 1, "the forbidden request never left")
+        XCTAssertEqual(events.last?.outcome, .notInCache)
+    }
+
     func testAStoredResponseIsNeverLearnedAsNoStore() async throws {
         // must-understand with a status the cache understands overrides no-store (RFC 9111
         // §5.2.2.3): stored, so the URL stays the layer's.

@@ -111,4 +111,26 @@ final class StorageDecisionTests: XCTestCase {
         XCTAssertNil(F.entry(["Cache-Control": "max-age=60"], request: F.request(["Cookie": "session=1"])))
         XCTAssertNil(F.entry(["Cache-Control": "max-age=60"], request: F.request(["Cache-Control": "no-store"])))
     }
+
+    /// A response stale on arrival without a validator is kept only when a later request may use
+    /// it stale (RFC 9111 §4.2.4): it was given a lifetime and arrived past it, or it (or the
+    /// request) allows stale answers, and nothing forbids serving it stale.
+    func testAResponseStaleOnArrivalIsKeptOnlyWhenItMayBeServedStale() {
+        let fourMinutesOld = F.httpDate(-240)
+        for policy in [CachingPolicy.rfc9111, .heuristic()] {
+            check([
+                Case(name: "max-age=120 that arrived 4 minutes old: a max-stale request may still use it",
+                     headers: ["Cache-Control": "max-age=120", "Date": fourMinutesOld], lifetime: 120),
+                Case(name: "Expires already past on arrival, by the origin's own clock",
+                     headers: ["Expires": F.httpDate(-120), "Date": fourMinutesOld], lifetime: 120),
+                Case(name: "stale-if-error allows stale use", headers: ["Cache-Control": "max-age=0, stale-if-error=600"], lifetime: 0),
+                Case(name: "the request accepts stale answers", headers: ["Cache-Control": "max-age=0"],
+                     request: ["Cache-Control": "max-stale=600"], lifetime: 0),
+                Case(name: "must-revalidate: never served stale",
+                     headers: ["Cache-Control": "max-age=120, must-revalidate", "Date": fourMinutesOld], lifetime: nil),
+                Case(name: "max-age=0 says it is never fresh", headers: ["Cache-Control": "max-age=0"], lifetime: nil),
+                Case(name: "an invalid Expires says the same", headers: ["Expires": "0"], lifetime: nil),
+            ], policy: policy)
+        }
+    }
 }
