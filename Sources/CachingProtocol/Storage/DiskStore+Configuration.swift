@@ -10,11 +10,13 @@ extension DiskStore {
         /// The largest share of `capacity` one entry file may take; larger records are not
         /// stored. Default: 0.25.
         var maximumEntryFraction: Double
-        /// Whether to `fsync` each entry file before renaming it into place, and the directory
-        /// after, and the journal and snapshot likewise. Default: false: a file in the page cache
-        /// survives the process being killed, and after a power loss a torn file fails its
-        /// checksum and is a miss, so the cost of a sync per write buys only keeping the last
-        /// few seconds of entries through a power loss.
+        /// Whether to sync each file the store writes before relying on it: entry files before
+        /// they are renamed into place (`fsync`), and the journal and snapshot, which must
+        /// survive a power loss to be worth syncing at all, with `F_FULLFSYNC` on Darwin (where
+        /// `fsync` leaves the data in the drive's cache). Default: false: a file in the page cache
+        /// survives the process being killed, a torn entry fails its checksum and is a miss, and a
+        /// torn or stale index is rebuilt from the entry files, so a sync per write buys only
+        /// keeping the last few seconds of entries through a power loss.
         var synchronizesWrites: Bool
         /// The journal size at which it is folded into a new index snapshot. Default: 1 MiB.
         /// (The journal also counts against `capacity`, so it is folded sooner in a small cache:

@@ -14,7 +14,7 @@ extension DiskWorker {
                 pendingJournal.removeAll()  // the directory is gone, and what they describe
                 return
             }
-            try journal.append(DiskIndex.encodeJournal(records), synchronize: configuration.synchronizesWrites)
+            try journal.append(DiskIndex.encodeJournal(records), durability: indexDurability)
             pendingJournal.removeAll()
             journalSize = (try? journal.size()) ?? journalSize
         } catch {
@@ -66,12 +66,11 @@ extension DiskWorker {
         let data = state.withLock { $0.disk.takeSnapshot() }
         // A deleted directory keeps `snapshotNeeded` until an entry write recreates it.
         guard directoryExists() else { return }
-        let synchronize = configuration.synchronizesWrites
         let temporary = paths.temporaryFile(in: paths.root)
         do {
-            try FileIO.createFile(temporary, contents: data, mode: 0o600, synchronize: synchronize)
+            try FileIO.createFile(temporary, contents: data, mode: 0o600, durability: indexDurability)
             try FileIO.replaceItem(at: paths.index, with: temporary)
-            if synchronize { try? FileIO.synchronizeDirectory(paths.root) }
+            try? FileIO.synchronizeDirectory(paths.root, indexDurability)
             snapshotSize = data.count
             pendingJournal.removeAll()
             try openJournal()?.truncate()

@@ -72,6 +72,12 @@ final class DiskWorker: @unchecked Sendable {
     /// Temporary files older than this whose process still runs are treated as abandoned.
     static let abandonedTemporaryFileAge: TimeInterval = 300
 
+    /// How far the journal and snapshot are pushed to the device: they must survive a power loss
+    /// to be worth syncing (`Configuration.synchronizesWrites`).
+    var indexDurability: FileIO.Durability { configuration.synchronizesWrites ? .full : .none }
+    /// Entry files are only a cache: a torn one fails its checksum and is a miss.
+    var entryDurability: FileIO.Durability { configuration.synchronizesWrites ? .handedToDevice : .none }
+
     // MARK: - The loop
 
     /// Performs queued operations until none are left, settling the index after each batch.
@@ -162,15 +168,14 @@ final class DiskWorker: @unchecked Sendable {
     /// record was removed before the rename (nothing is left behind).
     private func writeEntryFile(_ digest: EntryDigest, _ data: Data) throws -> Bool {
         try prepareDirectory()
-        let synchronize = configuration.synchronizesWrites
         let temporary = paths.temporaryFile(in: paths.entries)
         do {
-            try FileIO.createFile(temporary, contents: data, mode: 0o600, synchronize: synchronize)
+            try FileIO.createFile(temporary, contents: data, mode: 0o600, durability: entryDurability)
         } catch let error as FileError where error.isMissing {
             // The directory was deleted under us: everything in it is gone; recreate and retry once.
             directoryVanished()
             try prepareDirectory()
-            try FileIO.createFile(temporary, contents: data, mode: 0o600, synchronize: synchronize)
+            try FileIO.createFile(temporary, contents: data, mode: 0o600, durability: entryDurability)
         }
         guard state.withLock({ $0.disk.isStaged(digest) }) else {
             FileIO.removeQuietly(temporary)
@@ -182,7 +187,7 @@ final class DiskWorker: @unchecked Sendable {
             FileIO.removeQuietly(temporary)
             throw error
         }
-        if synchronize { try? FileIO.synchronizeDirectory(paths.entries) }
+        try? FileIO.synchronizeDirectory(paths.entries, entryDurability)
         return true
     }
 

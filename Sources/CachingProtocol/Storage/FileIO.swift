@@ -142,14 +142,14 @@ enum FileIO {
         return done
     }
 
-    /// Creates a new file (failing if it exists) with `mode` and writes `data` to it. On any
-    /// failure the partial file is removed.
-    static func createFile(_ path: String, contents data: Data, mode: mode_t, synchronize: Bool) throws {
+    /// Creates a new file (failing if it exists) with `mode`, writes `data` to it and pushes it
+    /// as far as `durability` says. On any failure the partial file is removed.
+    static func createFile(_ path: String, contents data: Data, mode: mode_t, durability: Durability) throws {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard descriptor >= 0 else { throw FileError("open", path) }
         do {
             try writeAll(descriptor, data, path: path)
-            if synchronize, fsync(descriptor) != 0 { throw FileError("fsync", path) }
+            try synchronize(descriptor, path: path, durability)
             guard close(descriptor) == 0 else {
                 let error = FileError("close", path)
                 unlink(path)
@@ -214,11 +214,39 @@ enum FileIO {
         return names
     }
 
-    /// Flushes a directory's entries (a rename in it) to stable storage.
-    static func synchronizeDirectory(_ path: String) throws {
+    /// Flushes a directory's entries (a rename in it) as far as `durability` says.
+    static func synchronizeDirectory(_ path: String, _ durability: Durability) throws {
+        guard durability != .none else { return }
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw FileError("open", path) }
         defer { close(descriptor) }
+        try synchronize(descriptor, path: path, durability)
+    }
+
+    /// How far a write is pushed towards the device before the call returns.
+    enum Durability: Sendable, Equatable {
+        /// Left in the page cache: survives the process, not necessarily a power loss.
+        case none
+        /// `fsync`: handed to the device. On Linux that includes flushing the drive's cache; on
+        /// Darwin it does not (the drive may still reorder or lose it).
+        case handedToDevice
+        /// On Darwin `fcntl(F_FULLFSYNC)`, which also flushes the drive's cache (Apple's `fsync(2)`
+        /// man page); elsewhere `fsync`. For files that must survive a power loss.
+        case full
+    }
+
+    static func synchronize(_ descriptor: Int32, path: String, _ durability: Durability) throws {
+        switch durability {
+        case .none:
+            return
+        case .handedToDevice:
+            break
+        case .full:
+            #if canImport(Darwin)
+            // File systems without it (some network and FAT volumes) refuse it: fall back to fsync.
+            if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
+            #endif
+        }
         guard fsync(descriptor) == 0 else { throw FileError("fsync", path) }
     }
 
@@ -262,7 +290,7 @@ struct JournalFile {
     }
 
     /// Appends `data` with one `write`, so concurrent appenders interleave whole batches.
-    func append(_ data: Data, synchronize: Bool) throws {
+    func append(_ data: Data, durability: FileIO.Durability) throws {
         guard !data.isEmpty else { return }
         try data.withUnsafeBytes { buffer in
             guard let base = buffer.baseAddress else { return }
@@ -274,7 +302,7 @@ struct JournalFile {
             // A short append leaves a torn record that replay skips; report it as a failed write.
             if written < buffer.count { throw FileError("write", path, code: ENOSPC) }
         }
-        if synchronize, fsync(descriptor) != 0 { throw FileError("fsync", path) }
+        try FileIO.synchronize(descriptor, path: path, durability)
     }
 
     /// The file's current size (including other processes' appends).
