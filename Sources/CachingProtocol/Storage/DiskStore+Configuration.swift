@@ -38,6 +38,9 @@ extension DiskStore {
         /// responses faster than the disk holds memory at this bound instead of growing without
         /// limit. Default: 8 MiB.
         var maximumStagedBytes: Int
+        /// The Data Protection class of every file and directory the store creates (Apple
+        /// platforms; no effect elsewhere). Default: `.completeUntilFirstUserAuthentication`.
+        var fileProtection: CachingFileProtection
         /// The clock for last-access times (the LRU order). Default: `systemClock`; the cache
         /// replaces it with its installation's clock (`DiskStore.clock`), and tests inject one.
         var now: @Sendable () -> Date
@@ -51,6 +54,7 @@ extension DiskStore {
             accessTimeWriteDelay: TimeInterval = 1,
             writeDelay: TimeInterval = 0.005,
             maximumStagedBytes: Int = 8 * 1024 * 1024,
+            fileProtection: CachingFileProtection = .completeUntilFirstUserAuthentication,
             now: @escaping @Sendable () -> Date = systemClock
         ) {
             self.directory = directory
@@ -61,6 +65,7 @@ extension DiskStore {
             self.accessTimeWriteDelay = accessTimeWriteDelay
             self.writeDelay = writeDelay
             self.maximumStagedBytes = maximumStagedBytes
+            self.fileProtection = fileProtection
             self.now = now
         }
     }
@@ -122,6 +127,8 @@ extension DiskStore {
         case reconcile(full: Bool)
         /// Load the index snapshot and journal, then reconcile: the store's first operation.
         case open
+        /// Give every file and directory of the cache this Data Protection class, and new ones too.
+        case protect(CachingFileProtection)
     }
 
     /// Everything the store's readers and its worker share, under the store's one lock.
@@ -134,6 +141,8 @@ extension DiskStore {
         /// The clock for last-access times: `configuration.now` until the cache hands the store
         /// its installation's clock (`clock`).
         var clock: @Sendable () -> Date
+        /// The Data Protection class asked for last; the worker applies it in order with writes.
+        var fileProtection: CachingFileProtection
     }
 
     /// The worker's queue of operations.

@@ -3,7 +3,8 @@ import Foundation
 /// The disk tier: one file per record in a directory of its own, an LRU index that survives
 /// restarts and crashes, and writes done off the caller's thread.
 ///
-/// Layout of `configuration.directory` (created 0700, files 0600):
+/// Layout of `configuration.directory` (created 0700, files 0600, both with the configured Data
+/// Protection class on Apple platforms):
 /// - `entries/<32 hex digits>`: one `EntryCodec` file per key, named by `EntryDigest`, so a file
 ///   name never contains any part of a URL.
 /// - `index`: a `DiskIndex` snapshot; `journal`: the index changes appended since the snapshot.
@@ -73,8 +74,8 @@ final class DiskStore: StoreTier {
         worker = DispatchQueue(label: "CachingProtocol.DiskStore.worker", qos: .utility, target: workerTarget)
         var shared = Shared(limits: Limits(capacity: max(0, configuration.capacity),
                                            maximumEntryFraction: configuration.maximumEntryFraction),
-                            clock: configuration.now)
-        let directoryReady = Self.prepareDirectories(paths, report: &shared.report)
+                            clock: configuration.now, fileProtection: configuration.fileProtection)
+        let directoryReady = Self.prepareDirectories(paths, protection: configuration.fileProtection, report: &shared.report)
         if directoryReady {
             shared.disk.beginOpening()
             shared.report.noteOpening()
@@ -100,10 +101,10 @@ final class DiskStore: StoreTier {
 
     /// Creates the cache directory and `entries/` when missing; false (and the store starts
     /// empty, in memory only until a write can create them) when they cannot be.
-    private static func prepareDirectories(_ paths: Paths, report: inout Report) -> Bool {
+    private static func prepareDirectories(_ paths: Paths, protection: CachingFileProtection, report: inout Report) -> Bool {
         do {
-            try FileIO.createDirectories(paths.root, mode: 0o700)
-            try FileIO.createDirectory(paths.entries, mode: 0o700)
+            try FileIO.createDirectories(paths.root, mode: 0o700, protection: protection)
+            try FileIO.createDirectory(paths.entries, mode: 0o700, protection: protection)
             return true
         } catch {
             report.noteDirectoryUnusable(CachingError(.diskUnavailable, "\(error)"))
@@ -180,6 +181,20 @@ final class DiskStore: StoreTier {
     var maximumEntryFraction: Double {
         get { state.withLock { $0.limits.maximumEntryFraction } }
         set { state.withLock { $0.limits.maximumEntryFraction = newValue } }
+    }
+
+    /// The Data Protection class of the cache's files and directories (Apple platforms; no effect
+    /// elsewhere). Setting it gives every existing file and directory the class on the worker,
+    /// in order with the writes handed in before, and every file created after.
+    var fileProtection: CachingFileProtection {
+        get { state.withLock { $0.fileProtection } }
+        set {
+            let start = state.withLock { state -> Bool in
+                state.fileProtection = newValue
+                return state.work.enqueue(.protect(newValue))
+            }
+            if start { startWorker() }
+        }
     }
 
     // MARK: - What it holds

@@ -37,7 +37,7 @@ extension DiskWorker {
             snapshotNeeded = true
         }
         guard directoryExists() else { return nil }
-        let opened = try JournalFile(path: paths.journal)
+        let opened = try JournalFile(path: paths.journal, protection: protection)
         journal = opened
         journalSize = (try? opened.size()) ?? 0
         return opened
@@ -68,7 +68,7 @@ extension DiskWorker {
         guard directoryExists() else { return }
         let temporary = paths.temporaryFile(in: paths.root)
         do {
-            try FileIO.createFile(temporary, contents: data, mode: 0o600, durability: indexDurability)
+            try FileIO.createFile(temporary, contents: data, mode: 0o600, protection: protection, durability: indexDurability)
             try FileIO.replaceItem(at: paths.index, with: temporary)
             try? FileIO.synchronizeDirectory(paths.root, indexDurability)
             snapshotSize = data.count

@@ -3,7 +3,7 @@ import Foundation
 /// The disk tier's worker: everything that writes or deletes files — entry files, the journal,
 /// the snapshot — and keeps the directory and the index in step. It owns what only it touches
 /// (the directory's condition, the open journal, the snapshot and journal sizes, index changes
-/// not yet journaled) and changes `DiskState`, which it
+/// not yet journaled, the Data Protection class it applies) and changes `DiskState`, which it
 /// shares with the store's readers, only through that type's operations, under the store's lock.
 ///
 /// Its files: this one (the loop, entry writes and deletions, the directory), `+Index` (journal,
@@ -41,6 +41,8 @@ final class DiskWorker: @unchecked Sendable {
     var snapshotNeeded = false
     /// Index changes made in memory and not yet appended to the journal.
     var pendingJournal: [DiskIndex.JournalRecord] = []
+    /// The Data Protection class of the files and directories created from now on.
+    var protection: CachingFileProtection
 
     let configuration: DiskStore.Configuration
     let paths: Paths
@@ -58,6 +60,7 @@ final class DiskWorker: @unchecked Sendable {
         self.paths = paths
         self.state = state
         directory = directoryReady ? .ready : .unchecked
+        protection = configuration.fileProtection
         self.indexLoaded = indexLoaded
     }
 
@@ -110,6 +113,7 @@ final class DiskWorker: @unchecked Sendable {
         case .trim(let bytes): enforceCapacity(limit: bytes)
         case .reconcile(let full): reconcile(full: full)
         case .open: open()
+        case .protect(let protection): protect(protection)
         }
     }
 
@@ -170,12 +174,12 @@ final class DiskWorker: @unchecked Sendable {
         try prepareDirectory()
         let temporary = paths.temporaryFile(in: paths.entries)
         do {
-            try FileIO.createFile(temporary, contents: data, mode: 0o600, durability: entryDurability)
+            try FileIO.createFile(temporary, contents: data, mode: 0o600, protection: protection, durability: entryDurability)
         } catch let error as FileError where error.isMissing {
             // The directory was deleted under us: everything in it is gone; recreate and retry once.
             directoryVanished()
             try prepareDirectory()
-            try FileIO.createFile(temporary, contents: data, mode: 0o600, durability: entryDurability)
+            try FileIO.createFile(temporary, contents: data, mode: 0o600, protection: protection, durability: entryDurability)
         }
         guard state.withLock({ $0.disk.isStaged(digest) }) else {
             FileIO.removeQuietly(temporary)
@@ -236,8 +240,8 @@ final class DiskWorker: @unchecked Sendable {
     func prepareDirectory() throws {
         guard directory != .ready else { return }
         do {
-            try FileIO.createDirectories(paths.root, mode: 0o700)
-            try FileIO.createDirectory(paths.entries, mode: 0o700)
+            try FileIO.createDirectories(paths.root, mode: 0o700, protection: protection)
+            try FileIO.createDirectory(paths.entries, mode: 0o700, protection: protection)
         } catch {
             directory = .unusable
             throw error
@@ -279,4 +283,18 @@ final class DiskWorker: @unchecked Sendable {
         state.withLock { $0.report.noteWriteFailure(failure) }
     }
 
+    // MARK: - Data Protection
+
+    /// Gives the directories, the index files and every entry file `protection`, and every file
+    /// created from now on. Where there is no Data Protection, only remembers it.
+    private func protect(_ protection: CachingFileProtection) {
+        self.protection = protection
+        guard CachingFileProtection.isSupported, directory != .deleted else { return }
+        for path in [paths.root, paths.entries, paths.index, paths.journal] {
+            protection.apply(toItemAt: path)
+        }
+        for name in (try? FileIO.contentsOfDirectory(paths.entries)) ?? [] where EntryDigest(fileName: name) != nil {
+            protection.apply(toItemAt: paths.entries + "/" + name)
+        }
+    }
 }

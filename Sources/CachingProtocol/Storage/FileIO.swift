@@ -69,23 +69,27 @@ enum FileIO {
         return FileStatus(info)
     }
 
-    /// Creates the directory with `mode` unless a directory already exists at `path`.
-    static func createDirectory(_ path: String, mode: mode_t) throws {
-        if mkdir(path, mode) == 0 { return }
+    /// Creates the directory with `mode` and the Data Protection class `protection` unless a
+    /// directory already exists at `path` (whose class is left as it is).
+    static func createDirectory(_ path: String, mode: mode_t, protection: CachingFileProtection) throws {
+        if mkdir(path, mode) == 0 {
+            protection.apply(toItemAt: path)
+            return
+        }
         let code = errno
         guard code == EEXIST else { throw FileError("mkdir", path, code: code) }
         guard try status(path).isDirectory else { throw FileError("mkdir", path, code: ENOTDIR) }
     }
 
-    /// Creates the directory and any missing parents; the ones created get `mode`.
-    static func createDirectories(_ path: String, mode: mode_t) throws {
+    /// Creates the directory and any missing parents; the ones created get `mode` and `protection`.
+    static func createDirectories(_ path: String, mode: mode_t, protection: CachingFileProtection) throws {
         do {
-            try createDirectory(path, mode: mode)
+            try createDirectory(path, mode: mode, protection: protection)
         } catch let error as FileError where error.isMissing {
             let parent = (path as NSString).deletingLastPathComponent
             guard !parent.isEmpty, parent != path else { throw error }
-            try createDirectories(parent, mode: mode)
-            try createDirectory(path, mode: mode)
+            try createDirectories(parent, mode: mode, protection: protection)
+            try createDirectory(path, mode: mode, protection: protection)
         }
     }
 
@@ -142,12 +146,15 @@ enum FileIO {
         return done
     }
 
-    /// Creates a new file (failing if it exists) with `mode`, writes `data` to it and pushes it
-    /// as far as `durability` says. On any failure the partial file is removed.
-    static func createFile(_ path: String, contents data: Data, mode: mode_t, durability: Durability) throws {
+    /// Creates a new file (failing if it exists) with `mode` and the Data Protection class
+    /// `protection`, writes `data` to it and pushes it as far as `durability` says. On any
+    /// failure the partial file is removed.
+    static func createFile(_ path: String, contents data: Data, mode: mode_t,
+                           protection: CachingFileProtection, durability: Durability) throws {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard descriptor >= 0 else { throw FileError("open", path) }
         do {
+            protection.apply(toItemAt: path)  // before the data goes in
             try writeAll(descriptor, data, path: path)
             try synchronize(descriptor, path: path, durability)
             guard close(descriptor) == 0 else {
@@ -267,10 +274,11 @@ struct JournalFile {
     private(set) var descriptor: Int32
     private let identity: (device: UInt64, inode: UInt64)
 
-    /// Opens (creating with 0600 if needed) the journal at `path` for appending.
-    init(path: String) throws {
+    /// Opens (creating with 0600 and `protection` if needed) the journal at `path` for appending.
+    init(path: String, protection: CachingFileProtection) throws {
         let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode_t(0o600))
         guard descriptor >= 0 else { throw FileError("open", path) }
+        protection.apply(toItemAt: path)
         var info = stat()
         guard fstat(descriptor, &info) == 0 else {
             let error = FileError("fstat", path)

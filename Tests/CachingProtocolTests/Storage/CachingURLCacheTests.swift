@@ -153,6 +153,33 @@ final class CachingURLCacheTests: XCTestCase {
         XCTAssertEqual(statistics.memory.entryCount, 1)
     }
 
+    /// The option's plumbing, on Linux where it changes nothing on disk: the default, a change
+    /// that reaches the disk tier in order with the writes, and a cache that keeps working. The
+    /// Apple call itself (`FileManager`'s `.protectionKey`) is type-checked for iOS only.
+    func testFileProtectionDefaultsToApplesRecommendationForCachesAndCanBeChanged() throws {
+        let cache = makeCache()
+        XCTAssertEqual(cache.fileProtection, .completeUntilFirstUserAuthentication)
+        XCTAssertEqual(cache.fileProtection.description, "completeUntilFirstUserAuthentication")
+        let (before, beforeResponse) = cached("https://example.com/before", body: Data.pattern(3_000))
+        cache.storeCachedResponse(beforeResponse, for: before)
+
+        cache.fileProtection = .complete
+        let (after, afterResponse) = cached("https://example.com/after", body: Data.pattern(4_000))
+        cache.storeCachedResponse(afterResponse, for: after)
+        cache.waitUntilSettled()
+
+        XCTAssertEqual(cache.fileProtection, .complete)
+        XCTAssertEqual(cache.store.disk.state.withLock { $0.fileProtection }, .complete)
+        XCTAssertFalse(CachingFileProtection.isSupported, "Linux has no Data Protection")
+        let reopened = makeCache()
+        XCTAssertEqual(reopened.cachedResponse(for: before)?.data, Data.pattern(3_000))
+        XCTAssertEqual(reopened.cachedResponse(for: after)?.data, Data.pattern(4_000))
+        XCTAssertEqual(reopened.fileProtection, .completeUntilFirstUserAuthentication, "a setting of the instance, not of the files")
+        for name in CacheFiles.entryNames(in: directory) {
+            XCTAssertEqual(CacheFiles.mode(directory.appendingPathComponent("entries/" + name).path), 0o600, name)
+        }
+    }
+
     private func directorySize() -> Int {
         CacheFiles.totalSize(in: directory)
     }
