@@ -171,7 +171,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         }
         return Statistics(memory: store.memory.statistics, disk: store.disk.statistics, diskProblem: problem,
                           diskWriteFailures: diagnostics.writeFailures,
-                          corruptEntriesRemoved: diagnostics.corruptEntriesRemoved)
+                          corruptEntriesRemoved: diagnostics.corruptEntriesRemoved,
+                          unavailableDiskReads: diagnostics.unavailableReads)
     }
 
     /// Usage and hit counts of both tiers, and what went wrong on disk.
@@ -194,6 +195,12 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         /// Entry files found torn, truncated, garbage, of another format version or of another
         /// key since the cache was created: each was treated as a miss and deleted.
         public var corruptEntriesRemoved: Int
+        /// Disk reads that failed for a reason that may pass — permissions, Data Protection while
+        /// the device is locked (see ``CachingFileProtection``), an I/O error — since the cache was
+        /// created: entry files (each a miss), the directory listing and the index. Unlike
+        /// ``corruptEntriesRemoved``, nothing was deleted or rebuilt: the files are read again
+        /// later, and their entries are served once they can be.
+        public var unavailableDiskReads: Int
     }
 
     // MARK: Memory pressure and maintenance

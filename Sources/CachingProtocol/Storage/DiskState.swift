@@ -1,8 +1,8 @@
 import Foundation
 
 /// What the disk tier knows of its files and of the records about to become files: the index,
-/// the staged writes, the access times not journaled yet, and what was removed while a scan of
-/// the directory may still find it. This is the only place they change:
+/// the staged writes, the access times not journaled yet, what was removed while a scan of the
+/// directory may still find it, and what could not be read. This is the only place they change:
 /// `DiskStore` (lookups and the app's calls, on any thread) and `DiskWorker` (on its queue) call
 /// the operations below, each named by what happened, and each keeps the parts consistent.
 ///
@@ -12,12 +12,12 @@ import Foundation
 ///
 /// What it keeps true:
 /// - a digest is in the access times to journal only while the index lists it;
-/// - tombstones exist only while a scan is queued or running (`scanPending`): once none is,
-///   the index lists every file the store may serve, so a removal goes through it alone;
+/// - tombstones exist only while a scan is queued, running or owed (`scanPending`): once none
+///   is, the index lists every file the store may serve, so a removal goes through it alone;
 /// - a staged record has at most one write queued, and a write that finishes after a newer
 ///   `stage` or a removal neither unstages the newer record nor brings the removed one back;
-/// - a file the index does not list is read directly only while the index is incomplete, and
-///   never once it was removed.
+/// - a file the index does not list is read directly only while the index is incomplete or the
+///   file could not be read by the last scan, and never once it was removed.
 struct DiskState {
     /// How complete the index is.
     enum IndexCondition: Sendable, Equatable {
@@ -26,8 +26,21 @@ struct DiskState {
         /// There was no usable snapshot: the scan rebuilds the index from the files' headers.
         /// Lookups read entry files directly meanwhile.
         case rebuilding
+        /// The snapshot or journal could not be read (permissions; Data Protection while the
+        /// device is locked). Nothing is rebuilt and neither is overwritten; the index holds only
+        /// what this store wrote since, lookups read other entry files directly, and a later
+        /// lookup tries to load it again.
+        case unreadable
         /// Loaded or rebuilt: it lists every file the store knows of.
         case ready
+    }
+
+    /// A scan that could not be completed because files could not be read, to be tried again.
+    private enum OwedWork {
+        /// Load the index (the `open` operation), then scan.
+        case loadIndex
+        /// List the directory and read the headers of the files the index lacks.
+        case scan
     }
 
     /// One staged record.
@@ -56,8 +69,15 @@ struct DiskState {
     /// The entry files on disk, least recently used first.
     private(set) var index = DiskIndex()
     private(set) var indexCondition = IndexCondition.ready
+    /// Files a scan listed but could not read: neither adopted nor deleted; lookups read them
+    /// directly, and a later scan tries them again.
+    private(set) var unreadableFiles: Set<EntryDigest> = []
     /// `open` and `reconcile` operations queued or running.
     private var scansInFlight = 0
+    private var owedWork: OwedWork?
+    /// The owed work is queued; `lastOwedAttempt` is when it was last handed out.
+    private var owedWorkQueued = false
+    private var lastOwedAttempt: Date?
     private var tombstones = Tombstones()
     private var staged = StagedWrites()
     /// Digests with a `.write` operation queued and not yet started.
@@ -77,8 +97,11 @@ struct DiskState {
     /// The summed cost of the staged records.
     var stagedBytes: Int { staged.bytes }
     var isIndexReady: Bool { indexCondition == .ready }
+    /// Whether the journal and snapshot may be written: not while the index on disk could not
+    /// be read (writing them would replace what it holds with what this store knows).
+    var persistsIndex: Bool { indexCondition != .unreadable }
     /// Whether a scan may still find files the index does not list, so removals leave tombstones.
-    var scanPending: Bool { scansInFlight > 0 }
+    var scanPending: Bool { scansInFlight > 0 || owedWork != nil }
 
     /// Whether a record for `key` is staged or in the index.
     func holdsRecord(forKey key: String) -> Bool {
@@ -88,7 +111,7 @@ struct DiskState {
 
     /// `holdsRecord(forKey:)`, or true while a file the index does not list may hold it.
     func mayHoldRecord(forKey key: String) -> Bool {
-        !isIndexReady || holdsRecord(forKey: key)
+        !isIndexReady || unreadableFiles.contains(EntryDigest(key: key)) || holdsRecord(forKey: key)
     }
 
     func isIndexed(_ digest: EntryDigest) -> Bool {
@@ -121,7 +144,7 @@ struct DiskState {
             accessTimeWriteScheduled = true
             return (.indexed(generation: entry.generation), schedule)
         }
-        if !isIndexReady, !tombstones.covers(digest) {
+        if !isIndexReady || unreadableFiles.contains(digest), !tombstones.covers(digest) {
             return (sizeLimit == nil ? .unindexed : .deferred, false)
         }
         return (.miss, false)
@@ -136,6 +159,7 @@ struct DiskState {
     /// was deleted). Returns whether its discard must be queued: only for the index entry of
     /// write `generation` (a newer write replaced the file otherwise).
     mutating func fileVanished(_ digest: EntryDigest, generation: UInt64?) -> Bool {
+        unreadableFiles.remove(digest)
         guard let generation, index.remove(digest, ifGeneration: generation) else { return false }
         touched.remove(digest)
         return true
@@ -144,6 +168,7 @@ struct DiskState {
     /// A lookup found the file of `digest` damaged. Returns whether its discard must be queued.
     /// `generation`: the index entry the lookup read, or nil for a file it read directly.
     mutating func fileCorrupt(_ digest: EntryDigest, generation: UInt64?) -> Bool {
+        unreadableFiles.remove(digest)
         if let generation {
             guard index.remove(digest, ifGeneration: generation) else {
                 return false  // a newer write replaced the file meanwhile: keep that one
@@ -190,6 +215,7 @@ struct DiskState {
         var entry = DiskIndex.Entry(fileSize: fileSize, latestResponseDate: latestResponseDate, lastAccess: current.lastAccess)
         entry.generation = index.put(digest, entry)
         touched.remove(digest)  // the put carries the access time
+        unreadableFiles.remove(digest)
         return entry
     }
 
@@ -199,6 +225,7 @@ struct DiskState {
         if staged[digest]?.sequence == sequence { staged.removeValue(forKey: digest) }
         index.remove(digest)
         touched.remove(digest)
+        unreadableFiles.remove(digest)
     }
 
     // MARK: - Removing
@@ -214,9 +241,10 @@ struct DiskState {
             // A later store must queue a write after this removal, not coalesce into an earlier one.
             scheduledWrites.remove(digest)
             let wasIndexed = index.remove(digest) != nil
+            let wasUnreadable = unreadableFiles.remove(digest) != nil
             touched.remove(digest)
             if scanPending { tombstones.digests.insert(digest) }
-            if wasStaged || wasIndexed || scanPending { onDisk.append(digest) }
+            if wasStaged || wasIndexed || wasUnreadable || scanPending { onDisk.append(digest) }
         }
         return onDisk
     }
@@ -238,6 +266,7 @@ struct DiskState {
         scheduledWrites.removeAll()
         touched.removeAll()
         index.removeAll()
+        unreadableFiles.removeAll()
         if scanPending { tombstones.all = true }
     }
 
@@ -264,6 +293,7 @@ struct DiskState {
     mutating func vanish() {
         index.removeAll()
         touched.removeAll()
+        unreadableFiles.removeAll()
     }
 
     // MARK: - The journal
@@ -303,7 +333,8 @@ extension DiskState {
     }
 
     /// The snapshot and journal were read: `loaded` takes the place of the index, without what
-    /// was removed since the store opened. The scan that follows is still pending.
+    /// was removed since the store opened and behind what was written since (which is newer).
+    /// The scan that follows is still pending.
     mutating func install(_ loaded: DiskIndex) {
         var loaded = loaded
         if tombstones.all {
@@ -314,13 +345,29 @@ extension DiskState {
                 loaded.remove(element.key)
             }
         }
-        index = loaded
+        if index.isEmpty {
+            index = loaded
+        } else {
+            // Written while the index could not be read: those entries stay the most recent.
+            for element in loaded.entries.reversed() where !index.contains(element.key) {
+                index.adopt(element.key, element.value)
+            }
+        }
         indexCondition = .ready
+        if owedWork == .loadIndex { owedWork = nil }
     }
 
     /// There is no usable snapshot: the scan that follows rebuilds the index from the files.
     mutating func indexMissing() {
         indexCondition = .rebuilding
+        if owedWork == .loadIndex { owedWork = nil }
+    }
+
+    /// The snapshot or journal exists but could not be read: nothing is rebuilt, and a later
+    /// lookup tries again (`takeOwedWork`). Ends the `open` operation.
+    mutating func indexUnreadable() {
+        indexCondition = .unreadable
+        endScan(owing: .loadIndex)
     }
 
     /// A scan listed `entries/`: drops the entries whose file is gone and returns them, with the
@@ -353,17 +400,60 @@ extension DiskState {
                 continue
             }
             index.adopt(item.digest, item.entry)
+            unreadableFiles.remove(item.digest)
             if let entry = index.entry(for: item.digest) { records.append(.put(item.digest, entry)) }
         }
         return (records, removed)
     }
 
-    /// A scan is over (also when it could not list the directory: the index then holds what it
-    /// could load). Once no scan is pending the index lists every file, so removals go through
-    /// it alone and the tombstones can go.
-    mutating func finishScan() {
+    /// A scan dealt with every file it listed, except `unreadable` ones (neither adopted nor
+    /// deleted; a later lookup has them scanned again). The index is complete but for those.
+    mutating func finishScan(unreadable: Set<EntryDigest> = []) {
+        unreadableFiles = unreadable.filter { !index.contains($0) }
         indexCondition = .ready
+        endScan(owing: unreadableFiles.isEmpty ? nil : .scan)
+    }
+
+    /// A scan could not list `entries/` for a reason that may pass (permissions): nothing
+    /// changes, and a later lookup tries again.
+    mutating func scanUnavailable() {
+        endScan(owing: .scan)
+    }
+
+    /// A scan did not run because the index could not be read: adopting files now would rebuild
+    /// it. Loading it, when a later lookup tries again, scans too.
+    mutating func scanPostponed() {
+        endScan(owing: owedWork ?? .loadIndex)
+    }
+
+    /// A scan found the directory gone: the index is what it is (the next write recreates the
+    /// directory).
+    mutating func scanAbandoned() {
+        indexCondition = .ready
+        endScan(owing: nil)
+    }
+
+    private mutating func endScan(owing work: OwedWork?) {
         scansInFlight = max(0, scansInFlight - 1)
+        owedWork = work
+        owedWorkQueued = false
+        // Once no scan is pending the index lists every file, so removals go through it alone.
         if !scanPending { tombstones = Tombstones() }
+    }
+
+    /// The operation that tries again what files that could not be read held up — loading the
+    /// index, or a scan — when there is one, it is not queued already, and `interval` has passed
+    /// since the last try. Counts it as a queued scan.
+    mutating func takeOwedWork(now: () -> Date, interval: TimeInterval) -> DiskStore.Operation? {
+        guard let owedWork, !owedWorkQueued else { return nil }
+        let now = now()
+        if let lastOwedAttempt, now.timeIntervalSince(lastOwedAttempt) < interval { return nil }
+        owedWorkQueued = true
+        lastOwedAttempt = now
+        scansInFlight += 1
+        switch owedWork {
+        case .loadIndex: return .open
+        case .scan: return .reconcile(full: !isIndexReady)
+        }
     }
 }

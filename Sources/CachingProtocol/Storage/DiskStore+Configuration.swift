@@ -41,6 +41,13 @@ extension DiskStore {
         /// The Data Protection class of every file and directory the store creates (Apple
         /// platforms; no effect elsewhere). Default: `.completeUntilFirstUserAuthentication`.
         var fileProtection: CachingFileProtection
+        /// How often, at most, a lookup has the worker try again to load an index or scan files
+        /// that could not be read (permissions, Data Protection while the device is locked).
+        /// Measured with `now`. Default: 5 seconds.
+        var unreadableRetryInterval: TimeInterval
+        /// Where the store reads files it did not just write; tests inject read failures here.
+        /// Default: the file system, with no faults.
+        var reader: FileReader
         /// The clock for last-access times (the LRU order). Default: `systemClock`; the cache
         /// replaces it with its installation's clock (`DiskStore.clock`), and tests inject one.
         var now: @Sendable () -> Date
@@ -55,6 +62,8 @@ extension DiskStore {
             writeDelay: TimeInterval = 0.005,
             maximumStagedBytes: Int = 8 * 1024 * 1024,
             fileProtection: CachingFileProtection = .completeUntilFirstUserAuthentication,
+            unreadableRetryInterval: TimeInterval = 5,
+            reader: FileReader = FileReader(),
             now: @escaping @Sendable () -> Date = systemClock
         ) {
             self.directory = directory
@@ -66,6 +75,8 @@ extension DiskStore {
             self.writeDelay = writeDelay
             self.maximumStagedBytes = maximumStagedBytes
             self.fileProtection = fileProtection
+            self.unreadableRetryInterval = unreadableRetryInterval
+            self.reader = reader
             self.now = now
         }
     }
@@ -88,6 +99,10 @@ extension DiskStore {
         case loaded
         /// The snapshot was missing or damaged; it was rebuilt from the entry files' headers.
         case rebuilt(reason: String)
+        /// The snapshot or journal could not be read (permissions, Data Protection while the
+        /// device is locked): nothing was rebuilt, lookups read entry files directly, and a later
+        /// lookup tries again (then `.loaded`).
+        case unreadable(reason: String)
         /// The directory could not be used; the store started empty.
         case unavailable
     }
@@ -95,10 +110,13 @@ extension DiskStore {
     /// What went wrong and how often, beyond `statistics`.
     struct Diagnostics: Sendable, Equatable {
         var status: Status
-        /// The most recent failure (a write, a corrupt file), or nil.
+        /// The most recent failure (a write, a corrupt or unreadable file), or nil.
         var lastError: CachingError?
         /// Entry files found torn, truncated, foreign, of another version or another key, and removed.
         var corruptEntriesRemoved: Int
+        /// Reads of entry files, of the directory or of the index that failed for a reason that
+        /// may pass (permissions, Data Protection, I/O errors): each left everything in place.
+        var unavailableReads: Int
         /// Writes that failed (entry files, journal appends, snapshots) and were dropped.
         var writeFailures: Int
         /// Entry files opened for reading (lookups and index rebuilds): a test hook.
@@ -125,7 +143,8 @@ extension DiskStore {
         /// Compare the index with the files in `entries/`; when `full`, the index was not loaded
         /// and is rebuilt from the files.
         case reconcile(full: Bool)
-        /// Load the index snapshot and journal, then reconcile: the store's first operation.
+        /// Load the index snapshot and journal, then reconcile: the store's first operation, and
+        /// what a lookup queues again when they could not be read.
         case open
         /// Give every file and directory of the cache this Data Protection class, and new ones too.
         case protect(CachingFileProtection)
@@ -196,6 +215,7 @@ extension DiskStore {
         private(set) var hits = 0
         private(set) var misses = 0
         private(set) var corruptEntriesRemoved = 0
+        private(set) var unavailableReads = 0
         private(set) var writeFailures = 0
         private(set) var entryFileReads = 0
         private(set) var damagedJournalBytes = 0
@@ -217,8 +237,9 @@ extension DiskStore {
             lastError = error
         }
 
-        /// A file could not be read for another reason (permissions, an I/O error); it stays.
-        mutating func noteReadFailure(_ error: CachingError) {
+        /// Reads failed for a reason that may pass; nothing was deleted.
+        mutating func noteUnavailable(_ error: CachingError, count: Int = 1) {
+            unavailableReads += count
             lastError = error
         }
 

@@ -5,7 +5,7 @@ extension DiskStore {
     enum Lookup {
         /// The record, from a staged write or a file read on the calling thread.
         case found(CacheRecord)
-        /// Nothing is stored for the key (counted as a miss).
+        /// Nothing is stored for the key, or its file cannot be read now (counted as a miss).
         case missing
         /// The record's file is larger than the limit, or the index is still being rebuilt so
         /// its size is unknown: read it with `record(forKey:countingLookup:)` where a long read
@@ -18,7 +18,8 @@ extension DiskStore {
         state.withLock { $0.disk.holdsRecord(forKey: key) }
     }
 
-    /// `containsRecord(forKey:)`, or true while the index is still loading (it may be stored).
+    /// `containsRecord(forKey:)`, or true while a file the index does not list may hold it (the
+    /// index is still loading, or the file could not be read when the directory was scanned).
     func mayContainRecord(forKey key: String) -> Bool {
         state.withLock { $0.disk.mayHoldRecord(forKey: key) }
     }
@@ -35,7 +36,7 @@ extension DiskStore {
     }
 
     /// Plans the lookup under the lock, reads the file outside it, and records what the read
-    /// found: a missing file is forgotten, a damaged one deleted, any other failure left alone.
+    /// found: a missing file is forgotten, a damaged one deleted, an unreadable one left alone.
     private func read(_ key: String, countingLookup: Bool, sizeLimit: Int?) -> Lookup {
         let digest = EntryDigest(key: key)
         let (plan, scheduleAccessTimes, startWorker) = state.withLock { state -> (DiskState.ReadPlan, Bool, Bool) in
@@ -47,7 +48,9 @@ extension DiskStore {
             case .miss: if countingLookup { state.report.countLookup(found: false) }
             case .deferred: break
             }
-            return (plan, schedule, false)
+            // Files that could not be read held up loading the index or a scan: try again now.
+            let owed = state.disk.takeOwedWork(now: clock, interval: configuration.unreadableRetryInterval)
+            return (plan, schedule, owed.map { state.work.enqueue($0) } ?? false)
         }
         if scheduleAccessTimes { scheduleAccessTimeWrite() }
         if startWorker { self.startWorker() }
@@ -63,7 +66,7 @@ extension DiskStore {
 
         let path = paths.entry(digest)
         do {
-            let record = try EntryCodec.decode(try FileIO.readFile(path), expectedKey: key)
+            let record = try EntryCodec.decode(try configuration.reader.readFile(path, for: .entry), expectedKey: key)
             let removed = state.withLock { state -> Bool in
                 // Read before the index was complete: it may be a file removed since.
                 let removed = generation == nil && state.disk.wasRemoved(digest, latestResponseDate: record.latestResponseDate)
@@ -87,11 +90,12 @@ extension DiskStore {
             }
             if start { self.startWorker() }
         } catch {
-            // Unreadable for another reason (permissions, I/O error): a miss; the file stays.
-            let failure = CachingError(.diskUnavailable, "\(error)")
+            // Unreadable for a reason that may pass (permissions, Data Protection while the device
+            // is locked, an I/O error): a miss; the file stays, to be read again next time.
+            let failure = CachingError(.fileUnreadable, "\(error)")
             state.withLock { state in
                 if countingLookup { state.report.countLookup(found: false) }
-                state.report.noteReadFailure(failure)
+                state.report.noteUnavailable(failure)
             }
         }
         return .missing

@@ -37,6 +37,13 @@ import Foundation
 /// bring them back. What the index, the staged writes and those removals hold is one value,
 /// `DiskState`, changed only through its operations.
 ///
+/// Unreadable is not damaged: a file that cannot be read for a reason that may pass (permissions,
+/// Data Protection while the device is locked, an I/O error) is a miss and is counted as
+/// unavailable; it is never deleted, and an index that cannot be read is neither rebuilt nor
+/// overwritten. Lookups read entry files directly meanwhile, and at most every
+/// `unreadableRetryInterval` one of them has the worker try again, so everything is served again
+/// once the files can be read.
+///
 /// Processes: two processes may share a directory. Entry files are replaced by `rename` and
 /// checksummed, so each reads the other's entries whole or not at all; journal appends are single
 /// `write`s of self-checksummed records. Each process keeps its own index, so one sees entries the
@@ -206,7 +213,7 @@ final class DiskStore: StoreTier {
         flush()
         let files = state.withLock { state in state.disk.index.entries.map { ($0.key, $0.value.fileSize) } }
         return files.compactMap { digest, bytes in
-            guard case .valid(let header, _) = DiskWorker.readEntryHeader(paths.entry(digest)),
+            guard case .valid(let header, _) = DiskWorker.readEntryHeader(paths.entry(digest), reader: configuration.reader),
                   EntryDigest(key: header.key) == digest else { return nil }
             return (header.key, bytes)
         }
@@ -250,6 +257,7 @@ final class DiskStore: StoreTier {
                 status: state.report.status,
                 lastError: state.report.lastError,
                 corruptEntriesRemoved: state.report.corruptEntriesRemoved,
+                unavailableReads: state.report.unavailableReads,
                 writeFailures: state.report.writeFailures,
                 entryFileReads: state.report.entryFileReads,
                 indexOrigin: state.report.indexOrigin,

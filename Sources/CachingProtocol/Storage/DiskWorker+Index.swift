@@ -5,8 +5,12 @@ extension DiskWorker {
     // MARK: - Journal and snapshot
 
     /// Appends the pending index changes and the access times of recent hits, in one `write`.
+    /// Not while the index on disk could not be read: the changes wait for it to load.
     func appendJournal() {
-        let touches = state.withLock { $0.disk.takeAccessTimes() }
+        let touches = state.withLock { state -> [DiskIndex.JournalRecord]? in
+            state.disk.persistsIndex ? state.disk.takeAccessTimes() : nil
+        }
+        guard let touches else { return }
         let records = pendingJournal + touches
         guard !records.isEmpty else { return }
         do {
@@ -61,9 +65,13 @@ extension DiskWorker {
 
     /// Writes the whole index as a new snapshot (temporary file and rename), then empties the
     /// journal. A crash between the two replays journal records the snapshot already holds,
-    /// which changes nothing.
+    /// which changes nothing. Not while the index on disk could not be read: this would replace
+    /// it with the little this store knows.
     func writeSnapshot() {
-        let data = state.withLock { $0.disk.takeSnapshot() }
+        let data = state.withLock { state -> Data? in
+            state.disk.persistsIndex ? state.disk.takeSnapshot() : nil
+        }
+        guard let data else { return }
         // A deleted directory keeps `snapshotNeeded` until an entry write recreates it.
         guard directoryExists() else { return }
         let temporary = paths.temporaryFile(in: paths.root)
@@ -106,9 +114,10 @@ extension DiskWorker {
         }
         // With no entries left, an index and journal that alone exceed a tiny capacity describe
         // nothing: remove them (the next open rebuilds an empty index from an empty directory).
+        // Not an index that could not be read: this store does not know what it lists.
         let metadata = snapshotSize + journalSize
         let removeMetadata = state.withLock { state in
-            state.disk.index.isEmpty && metadata > min(state.limits.capacity, limit)
+            state.disk.persistsIndex && state.disk.index.isEmpty && metadata > min(state.limits.capacity, limit)
         }
         if removeMetadata {
             journal?.close()

@@ -8,14 +8,24 @@ extension DiskWorker {
     /// opened (the tombstones) — then reconciles it with the directory, which rebuilds it from
     /// the entry files' headers when there was no usable snapshot. Lookups use the loaded index
     /// as soon as it is in place; until then they read entry files directly.
+    ///
+    /// A snapshot or journal that exists but cannot be read (permissions, Data Protection while
+    /// the device is locked) is not damage: nothing is rebuilt, scanned or overwritten, and a
+    /// later lookup queues this operation again (`DiskState.takeOwedWork`).
     func open() {
+        let reader = configuration.reader
         var loaded: DiskIndex?
         var damagedJournalBytes = 0
         var metadataBytes = 0
         let origin: DiskStore.IndexOrigin
         do {
-            let snapshot = try FileIO.readFile(paths.index)
-            let journal = (try? FileIO.readFile(paths.journal)) ?? Data()
+            let snapshot = try reader.readFile(paths.index, for: .index)
+            let journal: Data
+            do {
+                journal = try reader.readFile(paths.journal, for: .index)
+            } catch let error as FileError where error.isMissing {
+                journal = Data()
+            }
             do {
                 let result = try DiskIndex.load(snapshot: snapshot, journal: journal)
                 loaded = result.index
@@ -24,24 +34,32 @@ extension DiskWorker {
                 journalSize = journal.count
                 metadataBytes = snapshot.count + journal.count
                 // A damaged journal is folded into a fresh snapshot by the reconcile below.
-                snapshotNeeded = result.damagedJournalBytes > 0
+                snapshotNeeded = snapshotNeeded || result.damagedJournalBytes > 0
                 origin = .loaded
             } catch {
                 origin = .rebuilt(reason: "index snapshot unreadable: \(error)")
             }
-        } catch {
+        } catch let error as FileError where error.isMissing {
             origin = .rebuilt(reason: "no index snapshot (\(error))")
+        } catch {
+            origin = .unreadable(reason: "\(error)")
         }
-        state.withLock { state in
+        let readable = state.withLock { state -> Bool in
             state.report.noteIndexLoad(origin, damagedJournalBytes: damagedJournalBytes)
+            if case .unreadable(let reason) = origin {
+                state.report.noteUnavailable(CachingError(.fileUnreadable, "index: \(reason)"))
+                state.disk.indexUnreadable()
+                return false
+            }
             state.limits.metadataBytes = metadataBytes
             if let loaded { state.disk.install(loaded) } else { state.disk.indexMissing() }
+            return true
         }
         indexLoaded?()
         indexLoaded = nil
         // Also when the index loaded: files written after the last journal append before a
         // crash, or by another process, are adopted (or deleted) so they cannot hold space forever.
-        reconcile(full: loaded == nil)
+        if readable { reconcile(full: loaded == nil) }
     }
 
     // MARK: - Reconciling the index with the directory
@@ -52,18 +70,33 @@ extension DiskWorker {
     /// not; abandoned temporary files and foreign files in `entries/` are deleted. When `full`,
     /// the index could not be loaded and this rebuilds it. Lists the directory but reads only
     /// unlisted files.
+    ///
+    /// A file it cannot read (permissions, Data Protection) is neither adopted nor deleted, and
+    /// a listing it cannot get changes nothing: a later lookup has the scan tried again.
     func reconcile(full: Bool) {
-        // Also when listing fails: the index then holds what it could load.
-        defer { state.withLock { $0.disk.finishScan() } }
+        let postponed = state.withLock { state -> Bool in
+            guard !state.disk.persistsIndex else { return false }
+            state.disk.scanPostponed()  // adopting files now would rebuild the unreadable index
+            return true
+        }
+        if postponed { return }
         let names: [String]
         do {
-            guard directory != .deleted else { return }
-            names = try FileIO.contentsOfDirectory(paths.entries)
+            guard directory != .deleted else {
+                state.withLock { $0.disk.scanAbandoned() }
+                return
+            }
+            names = try configuration.reader.contentsOfDirectory(paths.entries)
         } catch let error as FileError where error.isMissing {
             directoryVanished()  // deleted since it opened: the next write recreates it
+            state.withLock { $0.disk.scanAbandoned() }
             return
         } catch {
-            reportWriteFailure(error)
+            let failure = CachingError(.fileUnreadable, "\(error)")
+            state.withLock { state in
+                state.report.noteUnavailable(failure)
+                state.disk.scanUnavailable()
+            }
             return
         }
         var listed = Set<EntryDigest>()
@@ -82,6 +115,11 @@ extension DiskWorker {
             if reading.corrupt > 0 {
                 state.report.noteCorrupt(CachingError(.corruptEntry, "\(reading.corrupt) unreadable entry file(s) in \(paths.entries)"),
                                          count: reading.corrupt)
+            }
+            if let error = reading.unreadableError {
+                state.report.noteUnavailable(CachingError(
+                    .fileUnreadable, "\(reading.unreadable.count) entry file(s) in \(paths.entries) could not be read: \(error)"),
+                    count: reading.unreadable.count)
             }
             return state.disk.adopt(reading.found)
         }
@@ -103,6 +141,8 @@ extension DiskWorker {
         if full || !adopted.isEmpty || !vanished.isEmpty {
             snapshotNeeded = true
         }
+        // Once no scan is pending the index lists every file, so removals go through it alone.
+        state.withLock { $0.disk.finishScan(unreadable: reading.unreadable) }
     }
 
     /// What the headers of files the index did not list said.
@@ -110,16 +150,20 @@ extension DiskWorker {
         /// Valid entries, newest first (each adoption goes in front of the older ones, so the
         /// oldest file ends up evicted first).
         var found: [(digest: EntryDigest, entry: DiskIndex.Entry)] = []
-        /// Damaged or unreadable files, deleted.
+        /// Damaged files, deleted.
         var corrupt = 0
+        /// Files that could not be read, left alone; and the last reason.
+        var unreadable: Set<EntryDigest> = []
+        var unreadableError: Error?
     }
 
-    /// Reads the header of each file in `digests`: adopts what checks out, deletes the rest.
+    /// Reads the header of each file in `digests`: adopts what checks out, deletes what is
+    /// damaged, and leaves alone what cannot be read.
     private func readHeaders(of digests: [EntryDigest]) -> HeaderScan {
         var scan = HeaderScan()
         for digest in digests {
             let path = paths.entry(digest)
-            switch Self.readEntryHeader(path) {
+            switch Self.readEntryHeader(path, reader: configuration.reader) {
             case .valid(let header, let status) where EntryDigest(key: header.key) == digest:
                 scan.found.append((digest, DiskIndex.Entry(
                     fileSize: status.size,
@@ -128,6 +172,9 @@ extension DiskWorker {
                 )))
             case .gone:
                 break
+            case .unreadable(let error):
+                scan.unreadable.insert(digest)
+                scan.unreadableError = error
             case .valid, .corrupt:
                 FileIO.removeQuietly(path)
                 scan.corrupt += 1
@@ -142,12 +189,14 @@ extension DiskWorker {
         /// Damaged, or not an entry file.
         case corrupt
         case gone
+        /// It could not be read for a reason that may pass (permissions, Data Protection, I/O).
+        case unreadable(Error)
     }
 
     /// The header of an entry file, read from its first bytes only.
-    static func readEntryHeader(_ path: String) -> HeaderReading {
+    static func readEntryHeader(_ path: String, reader: FileReader) -> HeaderReading {
         do {
-            var reading = try FileIO.readPrefix(path, length: EntryCodec.headerProbeSize)
+            var reading = try reader.readPrefix(path, length: EntryCodec.headerProbeSize)
             for _ in 0..<2 {
                 var required = 0
                 let header = try reading.data.withUnsafeBytes { buffer in
@@ -156,13 +205,15 @@ extension DiskWorker {
                 if let header { return .valid(header, reading.status) }
                 // A key longer than the probe: read exactly the header once.
                 guard required > reading.data.count, required <= reading.fileSize else { return .corrupt }
-                reading = try FileIO.readPrefix(path, length: required)
+                reading = try reader.readPrefix(path, length: required)
             }
             return .corrupt
         } catch let error as FileError where error.isMissing {
             return .gone
-        } catch {
+        } catch is BinaryDecodingError {
             return .corrupt
+        } catch {
+            return .unreadable(error)
         }
     }
 

@@ -26,11 +26,23 @@ struct FileError: Error, CustomStringConvertible {
     /// The file or a directory on its path does not exist.
     var isMissing: Bool { code == ENOENT }
 
+    /// Permission was refused: the file's mode, or Data Protection while the device is locked
+    /// (Apple answers `EPERM` or `EACCES` for a file whose class key is not available). The
+    /// data is intact and may be readable later.
+    var isPermissionDenied: Bool { code == EACCES || code == EPERM }
+
     /// The failure says the directory cannot be written at all (rather than this one write
     /// failing): read-only file system, permissions, or a path component that is not a directory.
     var meansUnwritable: Bool {
         code == EROFS || code == EACCES || code == EPERM || code == ENOTDIR
     }
+}
+
+/// The first bytes of a file, and what `fstat` said about it.
+struct FilePrefix {
+    var data: Data
+    var fileSize: Int
+    var status: FileStatus
 }
 
 /// What `stat` says about a path.
@@ -111,7 +123,7 @@ enum FileIO {
     }
 
     /// Up to `length` bytes from the start of the file, and the file's size.
-    static func readPrefix(_ path: String, length: Int) throws -> (data: Data, fileSize: Int, status: FileStatus) {
+    static func readPrefix(_ path: String, length: Int) throws -> FilePrefix {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw FileError("open", path) }
         defer { close(descriptor) }
@@ -123,7 +135,7 @@ enum FileIO {
             try readFully(descriptor, into: buffer, from: 0, path: path)
         }
         if received < data.count { data.count = received }
-        return (data, status.size, status)
+        return FilePrefix(data: data, fileSize: status.size, status: status)
     }
 
     private static func readFully(
@@ -264,6 +276,50 @@ enum FileIO {
     }
 
     static var currentProcessID: Int32 { getpid() }
+}
+
+/// The disk tier's reads of what is already on disk — entry files, their headers, the listing of
+/// `entries/`, the index snapshot and journal — so that tests can make them fail as a locked
+/// device does (Data Protection answers `EPERM` or `EACCES`) and check that the store deletes
+/// and rebuilds nothing because of it. Writes need no such seam: the tests reach their failures
+/// with real file systems (a full or read-only tmpfs).
+///
+/// In production `fault` is nil: one comparison per read, nothing allocated, no lock.
+struct FileReader: Sendable {
+    /// What a read is for, as a test's `fault` sees it.
+    enum Target: Sendable, Equatable {
+        /// An entry file, read whole by a lookup.
+        case entry
+        /// The first bytes of an entry file, read by a directory scan or `storedKeys()`.
+        case entryHeader
+        /// The listing of `entries/` (or of the cache directory, for temporary files).
+        case directory
+        /// The index snapshot or the journal, read when the store opens.
+        case index
+    }
+
+    /// A test's stand-in failure: given what is read and its path, the `errno` to fail with,
+    /// or nil to read. Nil (no faults) in production.
+    var fault: (@Sendable (Target, String) -> Int32?)?
+
+    init(fault: (@Sendable (Target, String) -> Int32?)? = nil) {
+        self.fault = fault
+    }
+
+    func readFile(_ path: String, for target: Target) throws -> Data {
+        if let fault, let code = fault(target, path) { throw FileError("open", path, code: code) }
+        return try FileIO.readFile(path)
+    }
+
+    func readPrefix(_ path: String, length: Int) throws -> FilePrefix {
+        if let fault, let code = fault(.entryHeader, path) { throw FileError("open", path, code: code) }
+        return try FileIO.readPrefix(path, length: length)
+    }
+
+    func contentsOfDirectory(_ path: String) throws -> [String] {
+        if let fault, let code = fault(.directory, path) { throw FileError("opendir", path, code: code) }
+        return try FileIO.contentsOfDirectory(path)
+    }
 }
 
 /// The journal file, open for appending.

@@ -8,7 +8,9 @@ import Foundation
 /// ``completeUntilFirstUserAuthentication`` cannot be read after a restart until the user
 /// unlocks the device once. Apps are launched in the background in both states (a push, a
 /// background fetch, a location update), and a read then fails with a permission error although
-/// the data is intact.
+/// the data is intact. The cache treats such a read as *unavailable*: a miss, counted in its
+/// statistics (`unavailableDiskReads`), with nothing deleted or rebuilt; the entry is served again
+/// once its file can be read.
 ///
 /// The default, ``completeUntilFirstUserAuthentication``, is the class Apple recommends for
 /// caches: files stay readable in the background after the first unlock. Choose ``complete``
