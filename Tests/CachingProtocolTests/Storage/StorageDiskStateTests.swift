@@ -262,4 +262,84 @@ final class StorageDiskStateTests: XCTestCase {
         let found = [(digest: digest("b"), entry: DiskIndex.Entry(fileSize: 7, latestResponseDate: base, lastAccess: base))]
         XCTAssertEqual(state.adopt(found).removed, [digest("b")])
     }
+
+    // MARK: - Files that cannot be read
+
+    func testAnUnreadableIndexIsTriedAgainOnceAtATimeAndNeverPersistedMeanwhile() {
+        var state = DiskState()
+        state.beginOpening()
+        state.indexUnreadable()
+        // Then lookups read files directly, the index is not written, removals leave tombstones
+        XCTAssertFalse(state.persistsIndex)
+        XCTAssertEqual(plan(&state, "a"), .unindexed)
+        XCTAssertTrue(state.scanPending)
+        _ = state.forget([digest("gone")])
+        XCTAssertTrue(state.wasRemoved(digest("gone"), latestResponseDate: base))
+        // And a lookup gets the load to queue once, not again while it is queued
+        XCTAssertEqual(state.takeOwedWork(now: at(0), interval: 10).map { "\($0)" }, "open")
+        XCTAssertNil(state.takeOwedWork(now: at(100), interval: 10))
+        // When it fails again, the next try waits for the interval
+        state.indexUnreadable()
+        XCTAssertNil(state.takeOwedWork(now: at(5), interval: 10))
+        XCTAssertNotNil(state.takeOwedWork(now: at(10), interval: 10))
+    }
+
+    func testAnIndexLoadedLateKeepsWhatWasWrittenMeanwhileAsTheMostRecent() {
+        // Given an index that could not be read, while "new" was written and "old2" removed
+        var state = DiskState()
+        state.beginOpening()
+        state.indexUnreadable()
+        storeAndWrite(&state, "new", at: 500)
+        _ = state.forget([digest("old2")])
+        // When the index on disk (old1, old2, and an older "new") loads on a later try
+        var onDisk = DiskIndex()
+        for key in ["old1", "old2", "new"] {
+            onDisk.put(digest(key), DiskIndex.Entry(fileSize: 10, latestResponseDate: base, lastAccess: base))
+        }
+        _ = state.takeOwedWork(now: at(0), interval: 0)
+        state.install(onDisk)
+        // Then it lists the old entries behind the new one, without the removed one
+        XCTAssertTrue(state.persistsIndex)
+        XCTAssertEqual(state.index.entries.map(\.key), [digest("old1"), digest("new")])
+        XCTAssertEqual(state.index.entry(for: digest("new"))?.fileSize, 100, "the file written meanwhile")
+        // And the scan that follows ends the owed work
+        state.finishScan()
+        XCTAssertFalse(state.scanPending)
+        XCTAssertNil(state.takeOwedWork(now: at(1000), interval: 0))
+    }
+
+    func testFilesAScanCouldNotReadAreReadDirectlyAndScannedAgain() {
+        var state = DiskState()
+        state.scanQueued()
+        let (unlisted, _) = state.compare(listed: [digest("locked"), digest("removed")])
+        XCTAssertEqual(Set(unlisted), [digest("locked"), digest("removed")])
+        state.finishScan(unreadable: [digest("locked"), digest("removed")])
+        // Then they may be stored: lookups read them directly, and a scan is owed
+        XCTAssertTrue(state.mayHoldRecord(forKey: "locked"))
+        XCTAssertFalse(state.mayHoldRecord(forKey: "never"))
+        XCTAssertEqual(plan(&state, "locked"), .unindexed)
+        XCTAssertEqual(plan(&state, "never"), .miss)
+        XCTAssertTrue(state.scanPending)
+        // And removing one deletes its file and keeps a later read from serving it
+        XCTAssertEqual(state.forget([digest("removed")]), [digest("removed")])
+        XCTAssertEqual(plan(&state, "removed"), .miss)
+        // And the owed scan, once it reads the file, adopts it and owes nothing more
+        XCTAssertEqual(state.takeOwedWork(now: at(0), interval: 0).map { "\($0)" }, "reconcile(full: false)")
+        let found = [(digest: digest("locked"), entry: DiskIndex.Entry(fileSize: 9, latestResponseDate: base, lastAccess: base))]
+        XCTAssertEqual(state.adopt(found).records.count, 1)
+        state.finishScan(unreadable: [])
+        XCTAssertFalse(state.scanPending)
+        XCTAssertFalse(state.wasRemoved(digest("removed"), latestResponseDate: base))
+    }
+
+    func testAnUnlistableDirectoryKeepsARebuildPending() {
+        var state = DiskState()
+        state.beginOpening()
+        state.indexMissing()
+        state.scanUnavailable()
+        XCTAssertFalse(state.isIndexReady)
+        XCTAssertTrue(state.persistsIndex, "a missing index may be written")
+        XCTAssertEqual(plan(&state, "a"), .unindexed)
+        XCTAssertEqual(state.takeOwedWork(now: at(0), interval: 0).map { "\($0)" }, "reconcile(full: true)")
+    }
 }
