@@ -117,14 +117,16 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     static let observesMemoryWarnings = false
     #endif
 
-    /// Starts (when `observing`) calling ``flushMemoryToDisk()`` on every memory warning, on the
-    /// thread that posts it. Internal so tests on any platform can post the same notification.
+    /// Starts (when `observing`) moving memory to disk on every memory warning, as
+    /// ``flushMemoryToDisk()`` does but off the thread that posts it: UIKit posts on the main
+    /// thread, and the move can wait for disk writes (`Docs/benchmarks.md` has the measurement).
+    /// Internal so tests on any platform can post the same notification.
     func observeMemoryWarnings(_ observing: Bool) {
         guard observing else { return }
         let observer = NotificationCenter.default.addObserver(
             forName: Self.memoryWarningNotification, object: nil, queue: nil
         ) { [weak self] _ in
-            self?.flushMemoryToDisk()
+            self?.store.flushMemoryToDiskInBackground()
         }
         memoryWarningObserver.withLock { $0 = observer }
     }
@@ -207,14 +209,18 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     /// Moves the memory tier to disk and empties memory: every entry in memory is handed to the
     /// disk tier (entries already there are not written again), then memory is cleared. This is
-    /// what MKNetworkKit did on a memory warning; on UIKit platforms it runs on
-    /// `UIApplication.didReceiveMemoryWarningNotification` automatically.
+    /// what MKNetworkKit did on a memory warning. On UIKit platforms the same move runs on
+    /// `UIApplication.didReceiveMemoryWarningNotification` automatically, on a queue of the
+    /// cache's own so the main thread does not wait for it; ``waitUntilSettled()`` waits for it.
+    ///
+    /// Threading: any thread. Returns once the entries are handed to the disk tier, which can
+    /// wait for disk writes when many megabytes move: call it off the main thread.
     public func flushMemoryToDisk() {
         store.flushMemoryToDisk()
     }
 
     /// Blocks until every disk write handed in so far has landed (or failed) and the directory
-    /// is within ``diskCapacity``.
+    /// is within ``diskCapacity``, including a memory warning's move of memory to disk.
     public func waitUntilSettled() {
         store.waitUntilSettled()
     }

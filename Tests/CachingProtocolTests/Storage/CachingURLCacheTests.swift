@@ -203,6 +203,46 @@ final class CachingURLCacheTests: XCTestCase {
         XCTAssertEqual(makeCache().cachedResponse(for: request)?.data, Data.pattern(2_000), "on disk, byte for byte")
     }
 
+    /// The handler returns without waiting for the disk. With the disk worker held, a warning
+    /// whose move has 12 MB of memory-only records to write (beyond the disk tier's 8 MiB of
+    /// staging, so the move itself must wait for the worker) is posted from another thread: the
+    /// post returns while the worker is still held, and the move completes once it runs. Before,
+    /// the post waited for the held worker (the expectation timed out).
+    func testAMemoryWarningReturnsWithoutWaitingForTheDisk() {
+        let cache = makeCache(memory: 64 << 20, disk: 256 << 20)
+        cache.observeMemoryWarnings(true)
+        let requests = (0..<12).map { index -> URLRequest in
+            let (request, response) = cached("https://example.com/big\(index)", body: Data(repeating: UInt8(index), count: 1 << 20),
+                                             policy: .allowedInMemoryOnly)
+            cache.storeCachedResponse(response, for: request)
+            return request
+        }
+        cache.waitUntilSettled()
+        XCTAssertEqual(cache.statistics.memory.entryCount, 12)
+        let worker = cache.store.disk.worker
+        worker.suspend()
+        var held = true
+        defer { if held { worker.resume() } }
+
+        let returned = expectation(description: "the memory warning's post returned")
+        DispatchQueue.global().async {
+            NotificationCenter.default.post(name: CachingURLCache.memoryWarningNotification, object: nil)
+            returned.fulfill()
+        }
+        wait(for: [returned], timeout: 10)
+        XCTAssertEqual(cache.statistics.memory.entryCount, 12, "the move waits for the disk worker, the post did not")
+
+        worker.resume()
+        held = false
+        cache.waitUntilSettled()
+        XCTAssertEqual(cache.statistics.memory.entryCount, 0)
+        XCTAssertEqual(cache.statistics.disk.entryCount, 12)
+        let reopened = makeCache(memory: 64 << 20, disk: 256 << 20)
+        for (index, request) in requests.enumerated() {
+            XCTAssertEqual(reopened.cachedResponse(for: request)?.data, Data(repeating: UInt8(index), count: 1 << 20), "on disk")
+        }
+    }
+
     func testCachesOnlyObserveMemoryWarningsWhereUIKitPostsThem() {
         let cache = makeCache()
         let (request, response) = cached("https://example.com/kept", body: Data.pattern(500), policy: .allowedInMemoryOnly)
