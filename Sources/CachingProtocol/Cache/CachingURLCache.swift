@@ -118,9 +118,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     #endif
 
     /// Starts (when `observing`) moving memory to disk on every memory warning, as
-    /// ``flushMemoryToDisk()`` does but off the thread that posts it: UIKit posts on the main
-    /// thread, and the move can wait for disk writes (`Docs/benchmarks.md` has the measurement).
-    /// Internal so tests on any platform can post the same notification.
+    /// ``flushMemoryToDisk()`` does but off the posting thread (UIKit's main thread): the move
+    /// can wait for disk writes. Internal so tests on any platform can post the notification.
     func observeMemoryWarnings(_ observing: Bool) {
         guard observing else { return }
         let observer = NotificationCenter.default.addObserver(
@@ -197,11 +196,9 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         /// Entry files found torn, truncated, garbage, of another format version or of another
         /// key since the cache was created: each was treated as a miss and deleted.
         public var corruptEntriesRemoved: Int
-        /// Disk reads that failed for a reason that may pass — permissions, Data Protection while
-        /// the device is locked (see ``CachingFileProtection``), an I/O error — since the cache was
-        /// created: entry files (each a miss), the directory listing and the index. Unlike
-        /// ``corruptEntriesRemoved``, nothing was deleted or rebuilt: the files are read again
-        /// later, and their entries are served once they can be.
+        /// Disk reads (entry files, each a miss; the directory; the index) that failed since the
+        /// cache was created for a reason that may pass: permissions, Data Protection while the
+        /// device is locked (``CachingFileProtection``), I/O. Nothing was deleted or rebuilt.
         public var unavailableDiskReads: Int
     }
 
@@ -209,12 +206,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     /// Moves the memory tier to disk and empties memory: every entry in memory is handed to the
     /// disk tier (entries already there are not written again), then memory is cleared. This is
-    /// what MKNetworkKit did on a memory warning. On UIKit platforms the same move runs on
-    /// `UIApplication.didReceiveMemoryWarningNotification` automatically, on a queue of the
-    /// cache's own so the main thread does not wait for it; ``waitUntilSettled()`` waits for it.
-    ///
-    /// Threading: any thread. Returns once the entries are handed to the disk tier, which can
-    /// wait for disk writes when many megabytes move: call it off the main thread.
+    /// what MKNetworkKit did on a memory warning; UIKit's memory warning runs it automatically,
+    /// off the main thread. Call it from any thread but the main one: it can wait for disk writes.
     public func flushMemoryToDisk() {
         store.flushMemoryToDisk()
     }

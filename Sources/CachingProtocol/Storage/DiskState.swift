@@ -19,51 +19,12 @@ import Foundation
 /// - a file the index does not list is read directly only while the index is incomplete or the
 ///   file could not be read by the last scan, and never once it was removed.
 struct DiskState {
-    /// How complete the index is.
-    enum IndexCondition: Sendable, Equatable {
-        /// The store's first operation has not loaded it yet. Lookups read entry files directly.
-        case loading
-        /// There was no usable snapshot: the scan rebuilds the index from the files' headers.
-        /// Lookups read entry files directly meanwhile.
-        case rebuilding
-        /// The snapshot or journal could not be read (permissions; Data Protection while the
-        /// device is locked). Nothing is rebuilt and neither is overwritten; the index holds only
-        /// what this store wrote since, lookups read other entry files directly, and a later
-        /// lookup tries to load it again.
-        case unreadable
-        /// Loaded or rebuilt: it lists every file the store knows of.
-        case ready
-    }
-
     /// A scan that could not be completed because files could not be read, to be tried again.
     private enum OwedWork {
         /// Load the index (the `open` operation), then scan.
         case loadIndex
         /// List the directory and read the headers of the files the index lacks.
         case scan
-    }
-
-    /// One staged record.
-    struct Staged {
-        var record: CacheRecord
-        var sequence: UInt64
-        var lastAccess: Date
-        /// `record.cost`, counted in `StagedWrites.bytes`.
-        var cost: Int
-    }
-
-    /// What a lookup should do, decided under the lock.
-    enum ReadPlan: Equatable {
-        /// The record is staged: no file to read.
-        case staged(CacheRecord)
-        /// Read the file the index lists, written by write `generation`.
-        case indexed(generation: UInt64)
-        /// Read the file directly: the index does not list it but may be incomplete.
-        case unindexed
-        /// The file is larger than the caller wants to read here, or its size is unknown.
-        case deferred
-        /// Nothing is stored.
-        case miss
     }
 
     /// The entry files on disk, least recently used first.
