@@ -1,11 +1,17 @@
 // A helper process for tests that need a process of their own: registration against
 // URLSession.shared (which exists once per process), several processes sharing one cache
-// directory (`hammer`, `read-all`), and a process killed in the middle of writes
-// (`write-loop`). Not a user-facing tool.
+// directory (`hammer`, `read-all`), a process killed in the middle of writes (`write-loop`),
+// and a process that may not read the cache's files (`fill`, then `read-all-as`). Not a
+// user-facing tool.
 import CachingProtocol
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 func fail(_ message: String) -> Never {
@@ -134,8 +140,29 @@ func readAll(directory: String, keys: Int) -> Never {
     }
     let statistics = cache.statistics
     say("read-all found=\(found) missing=\(keys - found) bad=\(bad) corrupt=\(statistics.corruptEntriesRemoved) "
-        + "entries=\(statistics.disk.entryCount) problem=\(statistics.diskProblem.map { "\($0.code)" } ?? "none")")
+        + "entries=\(statistics.disk.entryCount) problem=\(statistics.diskProblem.map { "\($0.code)" } ?? "none") "
+        + "unavailable=\(statistics.unavailableDiskReads)")
     exit(bad == 0 ? 0 : 1)
+}
+
+/// fill DIR KEYS: stores self-verifying entries for keys 0..<KEYS, waits until they are on
+/// disk, and exits.
+func fill(directory: String, keys: Int) -> Never {
+    let cache = openCache(directory, memory: 0, disk: 256 << 20)
+    for index in 0..<keys {
+        store(cache, index: index, writer: "fill", version: 0)
+    }
+    cache.waitUntilSettled()
+    say("filled stored=\(keys) entries=\(cache.statistics.disk.entryCount)")
+    exit(0)
+}
+
+/// read-all-as UID DIR KEYS: `read-all` in a process that first gives up root for user UID, so
+/// that file permissions apply to it (as Data Protection applies to an app launched in the
+/// background while the device is locked).
+func readAllAs(user: UInt32, directory: String, keys: Int) -> Never {
+    guard setgid(user) == 0, setuid(user) == 0, getuid() == user else { fail("could not become user \(user)") }
+    readAll(directory: directory, keys: keys)
 }
 
 /// hammer DIR KEYS ITERATIONS WRITER: stores, reads (verifying), removes and reopens at random
@@ -199,6 +226,14 @@ case "write-loop":
 case "read-all":
     guard arguments.count == 3, let keys = Int(arguments[2]), keys > 0 else { fail("usage: read-all DIR KEYS") }
     readAll(directory: arguments[1], keys: keys)
+case "fill":
+    guard arguments.count == 3, let keys = Int(arguments[2]), keys > 0 else { fail("usage: fill DIR KEYS") }
+    fill(directory: arguments[1], keys: keys)
+case "read-all-as":
+    guard arguments.count == 4, let user = UInt32(arguments[1]), let keys = Int(arguments[3]), keys > 0 else {
+        fail("usage: read-all-as UID DIR KEYS")
+    }
+    readAllAs(user: user, directory: arguments[2], keys: keys)
 case "hammer":
     guard arguments.count == 5, let keys = Int(arguments[2]), let iterations = Int(arguments[3]), keys > 0 else {
         fail("usage: hammer DIR KEYS ITERATIONS WRITER")

@@ -121,14 +121,15 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     static let observesMemoryWarnings = false
     #endif
 
-    /// Starts (when `observing`) calling ``flushMemoryToDisk()`` on every memory warning, on the
-    /// thread that posts it. Internal so tests on any platform can post the same notification.
+    /// Starts (when `observing`) moving memory to disk on every memory warning, as
+    /// ``flushMemoryToDisk()`` does but off the posting thread (UIKit's main thread): the move
+    /// can wait for disk writes. Internal so tests on any platform can post the notification.
     func observeMemoryWarnings(_ observing: Bool) {
         guard observing else { return }
         let observer = NotificationCenter.default.addObserver(
             forName: Self.memoryWarningNotification, object: nil, queue: nil
         ) { [weak self] _ in
-            self?.flushMemoryToDisk()
+            self?.store.flushMemoryToDiskInBackground()
         }
         memoryWarningObserver.withLock { $0 = observer }
     }
@@ -175,7 +176,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         }
         return Statistics(memory: store.memory.statistics, disk: store.disk.statistics, diskProblem: problem,
                           diskWriteFailures: diagnostics.writeFailures,
-                          corruptEntriesRemoved: diagnostics.corruptEntriesRemoved)
+                          corruptEntriesRemoved: diagnostics.corruptEntriesRemoved,
+                          unavailableDiskReads: diagnostics.unavailableReads)
     }
 
     /// Usage and hit counts of both tiers, and what went wrong on disk.
@@ -198,20 +200,24 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         /// Entry files found torn, truncated, garbage, of another format version or of another
         /// key since the cache was created: each was treated as a miss and deleted.
         public var corruptEntriesRemoved: Int
+        /// Disk reads (entry files, each a miss; the directory; the index) that failed since the
+        /// cache was created for a reason that may pass: permissions, Data Protection while the
+        /// device is locked (``CachingFileProtection``), I/O. Nothing was deleted or rebuilt.
+        public var unavailableDiskReads: Int
     }
 
     // MARK: Memory pressure and maintenance
 
     /// Moves the memory tier to disk and empties memory: every entry in memory is handed to the
     /// disk tier (entries already there are not written again), then memory is cleared. This is
-    /// what MKNetworkKit did on a memory warning; on UIKit platforms it runs on
-    /// `UIApplication.didReceiveMemoryWarningNotification` automatically.
+    /// what MKNetworkKit did on a memory warning; UIKit's memory warning runs it automatically,
+    /// off the main thread. Call it from any thread but the main one: it can wait for disk writes.
     public func flushMemoryToDisk() {
         store.flushMemoryToDisk()
     }
 
     /// Blocks until every disk write handed in so far has landed (or failed) and the directory
-    /// is within ``diskCapacity``.
+    /// is within ``diskCapacity``, including a memory warning's move of memory to disk.
     public func waitUntilSettled() {
         store.waitUntilSettled()
     }

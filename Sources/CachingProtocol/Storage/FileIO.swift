@@ -26,11 +26,23 @@ struct FileError: Error, CustomStringConvertible {
     /// The file or a directory on its path does not exist.
     var isMissing: Bool { code == ENOENT }
 
+    /// Permission was refused: the file's mode, or Data Protection while the device is locked
+    /// (Apple answers `EPERM` or `EACCES` for a file whose class key is not available). The
+    /// data is intact and may be readable later.
+    var isPermissionDenied: Bool { code == EACCES || code == EPERM }
+
     /// The failure says the directory cannot be written at all (rather than this one write
     /// failing): read-only file system, permissions, or a path component that is not a directory.
     var meansUnwritable: Bool {
         code == EROFS || code == EACCES || code == EPERM || code == ENOTDIR
     }
+}
+
+/// The first bytes of a file, and what `fstat` said about it.
+struct FilePrefix {
+    var data: Data
+    var fileSize: Int
+    var status: FileStatus
 }
 
 /// What `stat` says about a path.
@@ -69,23 +81,27 @@ enum FileIO {
         return FileStatus(info)
     }
 
-    /// Creates the directory with `mode` unless a directory already exists at `path`.
-    static func createDirectory(_ path: String, mode: mode_t) throws {
-        if mkdir(path, mode) == 0 { return }
+    /// Creates the directory with `mode` and the Data Protection class `protection` unless a
+    /// directory already exists at `path` (whose class is left as it is).
+    static func createDirectory(_ path: String, mode: mode_t, protection: CachingFileProtection) throws {
+        if mkdir(path, mode) == 0 {
+            protection.apply(toItemAt: path)
+            return
+        }
         let code = errno
         guard code == EEXIST else { throw FileError("mkdir", path, code: code) }
         guard try status(path).isDirectory else { throw FileError("mkdir", path, code: ENOTDIR) }
     }
 
-    /// Creates the directory and any missing parents; the ones created get `mode`.
-    static func createDirectories(_ path: String, mode: mode_t) throws {
+    /// Creates the directory and any missing parents; the ones created get `mode` and `protection`.
+    static func createDirectories(_ path: String, mode: mode_t, protection: CachingFileProtection) throws {
         do {
-            try createDirectory(path, mode: mode)
+            try createDirectory(path, mode: mode, protection: protection)
         } catch let error as FileError where error.isMissing {
             let parent = (path as NSString).deletingLastPathComponent
             guard !parent.isEmpty, parent != path else { throw error }
-            try createDirectories(parent, mode: mode)
-            try createDirectory(path, mode: mode)
+            try createDirectories(parent, mode: mode, protection: protection)
+            try createDirectory(path, mode: mode, protection: protection)
         }
     }
 
@@ -107,7 +123,7 @@ enum FileIO {
     }
 
     /// Up to `length` bytes from the start of the file, and the file's size.
-    static func readPrefix(_ path: String, length: Int) throws -> (data: Data, fileSize: Int, status: FileStatus) {
+    static func readPrefix(_ path: String, length: Int) throws -> FilePrefix {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw FileError("open", path) }
         defer { close(descriptor) }
@@ -119,7 +135,7 @@ enum FileIO {
             try readFully(descriptor, into: buffer, from: 0, path: path)
         }
         if received < data.count { data.count = received }
-        return (data, status.size, status)
+        return FilePrefix(data: data, fileSize: status.size, status: status)
     }
 
     private static func readFully(
@@ -142,14 +158,17 @@ enum FileIO {
         return done
     }
 
-    /// Creates a new file (failing if it exists) with `mode` and writes `data` to it. On any
+    /// Creates a new file (failing if it exists) with `mode` and the Data Protection class
+    /// `protection`, writes `data` to it and pushes it as far as `durability` says. On any
     /// failure the partial file is removed.
-    static func createFile(_ path: String, contents data: Data, mode: mode_t, synchronize: Bool) throws {
+    static func createFile(_ path: String, contents data: Data, mode: mode_t,
+                           protection: CachingFileProtection, durability: Durability) throws {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard descriptor >= 0 else { throw FileError("open", path) }
         do {
+            protection.apply(toItemAt: path)  // before the data goes in
             try writeAll(descriptor, data, path: path)
-            if synchronize, fsync(descriptor) != 0 { throw FileError("fsync", path) }
+            try synchronize(descriptor, path: path, durability)
             guard close(descriptor) == 0 else {
                 let error = FileError("close", path)
                 unlink(path)
@@ -214,11 +233,39 @@ enum FileIO {
         return names
     }
 
-    /// Flushes a directory's entries (a rename in it) to stable storage.
-    static func synchronizeDirectory(_ path: String) throws {
+    /// Flushes a directory's entries (a rename in it) as far as `durability` says.
+    static func synchronizeDirectory(_ path: String, _ durability: Durability) throws {
+        guard durability != .none else { return }
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw FileError("open", path) }
         defer { close(descriptor) }
+        try synchronize(descriptor, path: path, durability)
+    }
+
+    /// How far a write is pushed towards the device before the call returns.
+    enum Durability: Sendable, Equatable {
+        /// Left in the page cache: survives the process, not necessarily a power loss.
+        case none
+        /// `fsync`: handed to the device. On Linux that includes flushing the drive's cache; on
+        /// Darwin it does not (the drive may still reorder or lose it).
+        case handedToDevice
+        /// On Darwin `fcntl(F_FULLFSYNC)`, which also flushes the drive's cache (Apple's `fsync(2)`
+        /// man page); elsewhere `fsync`. For files that must survive a power loss.
+        case full
+    }
+
+    static func synchronize(_ descriptor: Int32, path: String, _ durability: Durability) throws {
+        switch durability {
+        case .none:
+            return
+        case .handedToDevice:
+            break
+        case .full:
+            #if canImport(Darwin)
+            // File systems without it (some network and FAT volumes) refuse it: fall back to fsync.
+            if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
+            #endif
+        }
         guard fsync(descriptor) == 0 else { throw FileError("fsync", path) }
     }
 
@@ -231,6 +278,50 @@ enum FileIO {
     static var currentProcessID: Int32 { getpid() }
 }
 
+/// The disk tier's reads of what is already on disk — entry files, their headers, the listing of
+/// `entries/`, the index snapshot and journal — so that tests can make them fail as a locked
+/// device does (Data Protection answers `EPERM` or `EACCES`) and check that the store deletes
+/// and rebuilds nothing because of it. Writes need no such seam: the tests reach their failures
+/// with real file systems (a full or read-only tmpfs).
+///
+/// In production `fault` is nil: one comparison per read, nothing allocated, no lock.
+struct FileReader: Sendable {
+    /// What a read is for, as a test's `fault` sees it.
+    enum Target: Sendable, Equatable {
+        /// An entry file, read whole by a lookup.
+        case entry
+        /// The first bytes of an entry file, read by a directory scan or `storedKeys()`.
+        case entryHeader
+        /// The listing of `entries/` (or of the cache directory, for temporary files).
+        case directory
+        /// The index snapshot or the journal, read when the store opens.
+        case index
+    }
+
+    /// A test's stand-in failure: given what is read and its path, the `errno` to fail with,
+    /// or nil to read. Nil (no faults) in production.
+    var fault: (@Sendable (Target, String) -> Int32?)?
+
+    init(fault: (@Sendable (Target, String) -> Int32?)? = nil) {
+        self.fault = fault
+    }
+
+    func readFile(_ path: String, for target: Target) throws -> Data {
+        if let fault, let code = fault(target, path) { throw FileError("open", path, code: code) }
+        return try FileIO.readFile(path)
+    }
+
+    func readPrefix(_ path: String, length: Int) throws -> FilePrefix {
+        if let fault, let code = fault(.entryHeader, path) { throw FileError("open", path, code: code) }
+        return try FileIO.readPrefix(path, length: length)
+    }
+
+    func contentsOfDirectory(_ path: String) throws -> [String] {
+        if let fault, let code = fault(.directory, path) { throw FileError("opendir", path, code: code) }
+        return try FileIO.contentsOfDirectory(path)
+    }
+}
+
 /// The journal file, open for appending.
 ///
 /// Confined to the disk store's worker queue; not shared between threads.
@@ -239,10 +330,11 @@ struct JournalFile {
     private(set) var descriptor: Int32
     private let identity: (device: UInt64, inode: UInt64)
 
-    /// Opens (creating with 0600 if needed) the journal at `path` for appending.
-    init(path: String) throws {
+    /// Opens (creating with 0600 and `protection` if needed) the journal at `path` for appending.
+    init(path: String, protection: CachingFileProtection) throws {
         let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode_t(0o600))
         guard descriptor >= 0 else { throw FileError("open", path) }
+        protection.apply(toItemAt: path)
         var info = stat()
         guard fstat(descriptor, &info) == 0 else {
             let error = FileError("fstat", path)
@@ -262,7 +354,7 @@ struct JournalFile {
     }
 
     /// Appends `data` with one `write`, so concurrent appenders interleave whole batches.
-    func append(_ data: Data, synchronize: Bool) throws {
+    func append(_ data: Data, durability: FileIO.Durability) throws {
         guard !data.isEmpty else { return }
         try data.withUnsafeBytes { buffer in
             guard let base = buffer.baseAddress else { return }
@@ -274,7 +366,7 @@ struct JournalFile {
             // A short append leaves a torn record that replay skips; report it as a failed write.
             if written < buffer.count { throw FileError("write", path, code: ENOSPC) }
         }
-        if synchronize, fsync(descriptor) != 0 { throw FileError("fsync", path) }
+        try FileIO.synchronize(descriptor, path: path, durability)
     }
 
     /// The file's current size (including other processes' appends).

@@ -28,6 +28,9 @@ final class TieredStore: RecordStore {
     /// The largest stored response set by the app; nil follows the capacities.
     private let maximumEntrySizeSetting = Locked<Int?>(nil)
 
+    /// Where memory warnings move memory to disk, one after the other, off the posting thread.
+    private let memoryWarnings = DispatchQueue(label: "CachingProtocol.TieredStore.memoryWarnings", qos: .utility)
+
     init(memoryCapacity: Int, diskCapacity: Int, directory: URL) {
         memory = MemoryStore(capacity: max(0, memoryCapacity))
         disk = DiskStore(directory: directory, capacity: max(0, diskCapacity))
@@ -156,8 +159,18 @@ final class TieredStore: RecordStore {
         memory.removeAll()
     }
 
-    /// Blocks until every disk write handed in so far has settled.
+    /// `flushMemoryToDisk()` on a queue of its own, returning at once: what a memory warning
+    /// does, so the thread that posts it (the main thread, on UIKit) never waits for the disk
+    /// tier (whose back-pressure makes a large move wait for its writes). Memory is emptied when
+    /// the move ends; warnings that arrive meanwhile run after it, in order.
+    func flushMemoryToDiskInBackground() {
+        memoryWarnings.async { [self] in flushMemoryToDisk() }
+    }
+
+    /// Blocks until every disk write handed in so far has settled, a memory warning's move to
+    /// disk included.
     func waitUntilSettled() {
+        memoryWarnings.sync {}
         disk.flush()
     }
 

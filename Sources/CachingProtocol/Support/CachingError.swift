@@ -22,6 +22,10 @@ public struct CachingError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let diskWriteFailed = Code("diskWriteFailed")
         /// An entry file was torn, truncated, of another version or not ours; it was removed.
         public static let corruptEntry = Code("corruptEntry")
+        /// A file of the cache could not be read for a reason that may pass: permissions, Data
+        /// Protection while the device is locked, an I/O error. The lookup was a miss; nothing
+        /// was deleted or rebuilt, and the file is read again later.
+        public static let fileUnreadable = Code("fileUnreadable")
         /// `URLSession.shared` existed before `CachingURLProtocol.register()`, so it never consults the protocol.
         public static let registeredTooLate = Code("registeredTooLate")
         /// The request may only be answered from the cache (offline mode, `only-if-cached`,

@@ -153,6 +153,33 @@ final class CachingURLCacheTests: XCTestCase {
         XCTAssertEqual(statistics.memory.entryCount, 1)
     }
 
+    /// The option's plumbing, on Linux where it changes nothing on disk: the default, a change
+    /// that reaches the disk tier in order with the writes, and a cache that keeps working. The
+    /// Apple call itself (`FileManager`'s `.protectionKey`) is type-checked for iOS only.
+    func testFileProtectionDefaultsToApplesRecommendationForCachesAndCanBeChanged() throws {
+        let cache = makeCache()
+        XCTAssertEqual(cache.fileProtection, .completeUntilFirstUserAuthentication)
+        XCTAssertEqual(cache.fileProtection.description, "completeUntilFirstUserAuthentication")
+        let (before, beforeResponse) = cached("https://example.com/before", body: Data.pattern(3_000))
+        cache.storeCachedResponse(beforeResponse, for: before)
+
+        cache.fileProtection = .complete
+        let (after, afterResponse) = cached("https://example.com/after", body: Data.pattern(4_000))
+        cache.storeCachedResponse(afterResponse, for: after)
+        cache.waitUntilSettled()
+
+        XCTAssertEqual(cache.fileProtection, .complete)
+        XCTAssertEqual(cache.store.disk.state.withLock { $0.fileProtection }, .complete)
+        XCTAssertFalse(CachingFileProtection.isSupported, "Linux has no Data Protection")
+        let reopened = makeCache()
+        XCTAssertEqual(reopened.cachedResponse(for: before)?.data, Data.pattern(3_000))
+        XCTAssertEqual(reopened.cachedResponse(for: after)?.data, Data.pattern(4_000))
+        XCTAssertEqual(reopened.fileProtection, .completeUntilFirstUserAuthentication, "a setting of the instance, not of the files")
+        for name in CacheFiles.entryNames(in: directory) {
+            XCTAssertEqual(CacheFiles.mode(directory.appendingPathComponent("entries/" + name).path), 0o600, name)
+        }
+    }
+
     private func directorySize() -> Int {
         CacheFiles.totalSize(in: directory)
     }
@@ -174,6 +201,46 @@ final class CachingURLCacheTests: XCTestCase {
         XCTAssertEqual(cache.statistics.memory.entryCount, 0)
         XCTAssertEqual(cache.statistics.disk.entryCount, 1)
         XCTAssertEqual(makeCache().cachedResponse(for: request)?.data, Data.pattern(2_000), "on disk, byte for byte")
+    }
+
+    /// The handler returns without waiting for the disk. With the disk worker held, a warning
+    /// whose move has 12 MB of memory-only records to write (beyond the disk tier's 8 MiB of
+    /// staging, so the move itself must wait for the worker) is posted from another thread: the
+    /// post returns while the worker is still held, and the move completes once it runs. Before,
+    /// the post waited for the held worker (the expectation timed out).
+    func testAMemoryWarningReturnsWithoutWaitingForTheDisk() {
+        let cache = makeCache(memory: 64 << 20, disk: 256 << 20)
+        cache.observeMemoryWarnings(true)
+        let requests = (0..<12).map { index -> URLRequest in
+            let (request, response) = cached("https://example.com/big\(index)", body: Data(repeating: UInt8(index), count: 1 << 20),
+                                             policy: .allowedInMemoryOnly)
+            cache.storeCachedResponse(response, for: request)
+            return request
+        }
+        cache.waitUntilSettled()
+        XCTAssertEqual(cache.statistics.memory.entryCount, 12)
+        let worker = cache.store.disk.worker
+        worker.suspend()
+        var held = true
+        defer { if held { worker.resume() } }
+
+        let returned = expectation(description: "the memory warning's post returned")
+        DispatchQueue.global().async {
+            NotificationCenter.default.post(name: CachingURLCache.memoryWarningNotification, object: nil)
+            returned.fulfill()
+        }
+        wait(for: [returned], timeout: 10)
+        XCTAssertEqual(cache.statistics.memory.entryCount, 12, "the move waits for the disk worker, the post did not")
+
+        worker.resume()
+        held = false
+        cache.waitUntilSettled()
+        XCTAssertEqual(cache.statistics.memory.entryCount, 0)
+        XCTAssertEqual(cache.statistics.disk.entryCount, 12)
+        let reopened = makeCache(memory: 64 << 20, disk: 256 << 20)
+        for (index, request) in requests.enumerated() {
+            XCTAssertEqual(reopened.cachedResponse(for: request)?.data, Data(repeating: UInt8(index), count: 1 << 20), "on disk")
+        }
     }
 
     func testCachesOnlyObserveMemoryWarningsWhereUIKitPostsThem() {
