@@ -85,6 +85,43 @@ open class XCTestExpectation: NSObject, @unchecked Sendable {
     open func fulfill() {}
 }
 
+/// Apple: `class XCTWaiter : NSObject` (documented as `Sendable`): waits for expectations
+/// without a test case; `XCTWaiter()` and `init(delegate:)` both make one.
+open class XCTWaiter: NSObject, @unchecked Sendable {
+    /// Apple: `enum XCTWaiter.Result : Int` (`Sendable`).
+    public enum Result: Int, Sendable {
+        case completed = 1, timedOut, incorrectOrder, invertedFulfillment, interrupted
+    }
+
+    override public init() { super.init() }
+
+    /// Apple: `func wait(for expectations: [XCTestExpectation], timeout seconds: TimeInterval)
+    /// -> XCTWaiter.Result`, unavailable from asynchronous contexts since Xcode 14.3. Imported
+    /// from Objective-C, so its result may be ignored.
+    @available(*, noasync, message: "Use await fulfillment(of:timeout:enforceOrder:) instead.")
+    @discardableResult
+    open func wait(for expectations: [XCTestExpectation], timeout seconds: TimeInterval) -> XCTWaiter.Result {
+        fatalError("XCTest stand-in: type-check only")
+    }
+
+    /// Apple: `class func wait(for expectations: [XCTestExpectation], timeout seconds:
+    /// TimeInterval) -> XCTWaiter.Result`, also `noasync`.
+    @available(*, noasync, message: "Use await fulfillment(of:timeout:enforceOrder:) instead.")
+    @discardableResult
+    open class func wait(for expectations: [XCTestExpectation], timeout seconds: TimeInterval) -> XCTWaiter.Result {
+        fatalError("XCTest stand-in: type-check only")
+    }
+
+    /// Apple: `func fulfillment(of expectations: [XCTestExpectation], timeout seconds:
+    /// TimeInterval = .infinity, enforceOrder enforceOrderOfFulfillment: Bool = false) async
+    /// -> XCTWaiter.Result` (iOS 13, macOS 10.15).
+    @available(iOS 13.0, macOS 10.15, tvOS 13.0, watchOS 6.0, *)
+    @discardableResult
+    public func fulfillment(of expectations: [XCTestExpectation], timeout seconds: TimeInterval = .infinity, enforceOrder enforceOrderOfFulfillment: Bool = false) async -> XCTWaiter.Result {
+        fatalError("XCTest stand-in: type-check only")
+    }
+}
+
 // MARK: - Skipping
 
 /// Apple: `struct XCTSkip : Error` with `init(_ message: String? = nil, file: StaticString =
