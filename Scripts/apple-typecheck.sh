@@ -16,9 +16,16 @@
 #
 # Usage: Scripts/apple-typecheck.sh [--strict]    (--strict: a warning fails too)
 # Environment: APPLE_TYPECHECK, the type-check script (default ../shared/apple/typecheck.sh, else
-# /work/shared/apple/typecheck.sh).
+# /work/shared/apple/typecheck.sh); APPLE_TC_HOME, its work directory (default
+# .build/apple-typecheck in this checkout).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+# A work directory of this checkout's own: the type-check script writes each compiler run's
+# output to one log file in its work directory and counts the errors there, so two checkouts
+# type-checking at once in a shared directory (its default, /tmp/apple-typecheck) count each
+# other's diagnostics. The first run in a checkout builds the SDK's modules (about 40 s more).
+export APPLE_TC_HOME="${APPLE_TC_HOME:-$PWD/.build/apple-typecheck}"
 
 # The workplace's type-check script, beside the repository (../shared) or at its usual place.
 checker="${APPLE_TYPECHECK:-}"
@@ -78,5 +85,5 @@ emit() { echo -enable-testing -emit-module -emit-module-path "$modules/$1.swiftm
         check "Tests/$module" "$module" sil
     done
     echo "apple-typecheck: $checked checks, $errors errors, $warnings warnings"
-} 2> >(grep -E ': (error|warning): ' >&2)
+} 2> >(grep -E '(^|: )(error|warning): |^apple-typecheck: ' >&2)
 exit "$status"
