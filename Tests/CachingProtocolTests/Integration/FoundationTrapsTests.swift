@@ -18,10 +18,12 @@ final class FoundationTrapsTests: CachingTestCase {
         }
     }
 
+    #if canImport(FoundationNetworking)
     /// corelibs' client reads the session's task registry on every call; the session changes it
     /// on the task's work queue as tasks come and go. Client calls made from the engine's
     /// threads raced with it and crashed the process now and then under concurrent misses
     /// (`URLSession.behaviour(for:)`, a null dereference): deliveries go to that queue now.
+    /// Linux only: the work queue is corelibs' (on Apple the client thread orders deliveries).
     func testConcurrentMissesCallTheClientOnTheTasksWorkQueue() throws {
         // Given the work queue of an app task, marked so a client call can tell it runs there
         let small = Data.pattern(1_000, seed: 9)
@@ -62,6 +64,7 @@ final class FoundationTrapsTests: CachingTestCase {
         XCTAssertEqual(wrong.withLock { $0 }, 0)
         XCTAssertEqual(origin.requests(to: "/many").count, 601, "every one a miss")
     }
+    #endif
 
     /// Note 10: only the last `didLoad` reaches completion handlers and `async` callers, so the
     /// body must be handed over in one piece, whatever the number of upstream chunks.
@@ -135,7 +138,13 @@ final class FoundationTrapsTests: CachingTestCase {
         XCTAssertEqual(response.statusCode, 200)
         XCTAssertEqual(response.url, origin.url("/new"))
         _ = try await get("/old")
+        #if canImport(FoundationNetworking)
         XCTAssertEqual(originMethods("/old"), ["GET"], "a permanent redirect's target is served from the cache")
+        #else
+        // Apple: the redirect is reported to the system, which follows it; the 3xx is not stored
+        // (Docs/platforms.md), so /old goes out again and /new is the hit.
+        XCTAssertEqual(originMethods("/old"), ["GET", "GET"])
+        #endif
         XCTAssertEqual(originMethods("/new"), ["GET"])
     }
 

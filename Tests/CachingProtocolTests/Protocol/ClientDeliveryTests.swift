@@ -179,17 +179,23 @@ final class QueuedExecutor: ClientExecutor, Sendable {
     }
 }
 
+/// A `DispatchSpecificKey` a `Sendable` type can hold. The key has no state after `init`, and
+/// newer SDKs declare it `Sendable`; the iOS 16.4 SDK of the type-check does not.
+struct SendableSpecificKey: @unchecked Sendable {
+    let key: DispatchSpecificKey<Bool>
+}
+
 /// A `URLProtocolClient` that records the calls it gets.
 final class RecordingClient: NSObject, URLProtocolClient, Sendable {
     private let recorded = Locked<(calls: [String], challenges: [URLAuthenticationChallenge])>(([], []))
     /// When set, each call is recorded with where it ran: "on the marked queue" (a queue whose
     /// specific for this key is true) or "elsewhere".
-    private let queueMarker: DispatchSpecificKey<Bool>?
+    private let queueMarker: SendableSpecificKey?
     /// Fulfilled when the load ends (finished or failed).
     let ended = XCTestExpectation(description: "the load ended")
 
     init(queueMarker: DispatchSpecificKey<Bool>? = nil) {
-        self.queueMarker = queueMarker
+        self.queueMarker = queueMarker.map(SendableSpecificKey.init(key:))
     }
 
     var calls: [String] { recorded.withLock { $0.calls } }
@@ -198,7 +204,7 @@ final class RecordingClient: NSObject, URLProtocolClient, Sendable {
     private func record(_ call: String) {
         var entry = call
         if let queueMarker {
-            entry += DispatchQueue.getSpecific(key: queueMarker) == true ? " on the marked queue" : " elsewhere"
+            entry += DispatchQueue.getSpecific(key: queueMarker.key) == true ? " on the marked queue" : " elsewhere"
         }
         recorded.withLock { $0.calls.append(entry) }
     }

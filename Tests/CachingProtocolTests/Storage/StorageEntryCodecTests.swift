@@ -212,8 +212,21 @@ final class PortableUTF8Tests: XCTestCase {
         }
         for input in inputs {
             input.withUnsafeBytes { bytes in
-                XCTAssertEqual(decodeUTF8Portably(bytes), String(validating: bytes, as: UTF8.self), "\(input)")
+                XCTAssertEqual(decodeUTF8Portably(bytes), strictUTF8(bytes), "\(input)")
             }
         }
+    }
+
+    /// The reference: the standard library's strict decoder. `String(validating:as:)` is an
+    /// iOS 18 / macOS 15 API on Apple, where the package supports iOS 16 / macOS 13; there the
+    /// reference is the repairing decoder, which returns the input's own bytes exactly when they
+    /// are valid UTF-8 (it replaces any invalid sequence with U+FFFD).
+    private func strictUTF8(_ bytes: UnsafeRawBufferPointer) -> String? {
+        #if os(Linux)
+        return String(validating: bytes, as: UTF8.self)
+        #else
+        let repaired = String(decoding: bytes, as: UTF8.self)
+        return repaired.utf8.elementsEqual(bytes) ? repaired : nil
+        #endif
     }
 }

@@ -61,6 +61,7 @@ final class Mounts {
 
     /// Mounts a tmpfs with `options` at `path` (created if needed); throws XCTSkip when refused.
     func tmpfs(at path: String, options: String) throws {
+        try Self.requireProcesses()
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         let status = Self.run("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", path])
         guard status == 0 else {
@@ -71,6 +72,7 @@ final class Mounts {
 
     /// Makes `path` read-only with a read-only bind mount over itself; throws XCTSkip when refused.
     func bindReadOnly(_ path: String) throws {
+        try Self.requireProcesses()
         guard Self.run("/bin/mount", ["--bind", path, path]) == 0 else {
             throw XCTSkip("bind mounts are not permitted here; run as root")
         }
@@ -90,8 +92,16 @@ final class Mounts {
         points = []
     }
 
+    /// Mounting runs mount(8), a process: where there are none (iOS, tvOS), callers skip.
+    private static func requireProcesses() throws {
+        #if !(os(macOS) || os(Linux))
+        throw XCTSkip("mount(8) is a separate process, and this platform cannot start one")
+        #endif
+    }
+
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) -> Int32 {
+        #if os(macOS) || os(Linux)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -100,20 +110,60 @@ final class Mounts {
         do { try process.run() } catch { return -1 }
         process.waitUntilExit()
         return process.terminationStatus
+        #else
+        return -1   // no processes here (see requireProcesses)
+        #endif
     }
+}
+
+#if os(macOS) || os(Linux)
+/// Where the package's helper executables (`CacheTestTool`, `Fuzz`) are: SwiftPM builds them
+/// into the directory that holds the test product. On Linux the tests run as that product, an
+/// executable (`argv[0]`); on macOS `swift test` and Xcode load the test bundle
+/// (`….xctest`) into `xctest`, whose `argv[0]` is `xctest` itself, so the bundle is found from
+/// a class it contains. Both places are tried, the bundle's first.
+enum HelperTool {
+    private final class InTheTestBundle {}
+
+    /// The directories searched, in order.
+    static var searchDirectories: [URL] {
+        var directories: [URL] = []
+        let bundle = Bundle(for: InTheTestBundle.self).bundleURL
+        if bundle.pathExtension == "xctest" { directories.append(bundle.deletingLastPathComponent()) }
+        if let first = ProcessInfo.processInfo.arguments.first {
+            let beside = URL(fileURLWithPath: first).deletingLastPathComponent()
+            if !directories.contains(where: { $0.standardizedFileURL == beside.standardizedFileURL }) { directories.append(beside) }
+        }
+        return directories
+    }
+
+    /// The executable `name`; throws (failing the test, not skipping it) when it is in none of
+    /// ``searchDirectories``: on macOS and Linux it is built with the tests and must be there.
+    static func url(_ name: String) throws -> URL {
+        let candidates = searchDirectories.map { $0.appendingPathComponent(name) }
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
+            throw HelperToolMissing(name: name, searched: candidates.map(\.path))
+        }
+        return found
+    }
+}
+
+/// A helper executable was not where the test product is (see ``HelperTool``).
+struct HelperToolMissing: Error, CustomStringConvertible {
+    let name: String
+    let searched: [String]
+    var description: String { "\(name) was not found (looked for \(searched.joined(separator: ", "))); build it with the tests" }
 }
 
 /// The `CacheTestTool` executable built next to the test bundle, for tests that need a process
 /// of their own (registration against `URLSession.shared`, several processes on one directory).
 enum CacheTestToolRunner {
-    static var executable: URL {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("CacheTestTool")
-    }
+    static func executable() throws -> URL { try HelperTool.url("CacheTestTool") }
 
     /// Runs the tool to completion and returns its output and exit status.
     static func run(_ arguments: [String]) throws -> (output: String, errors: String, status: Int32) {
         let process = Process()
-        process.executableURL = executable
+        process.executableURL = try executable()
         process.arguments = arguments
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
@@ -154,7 +204,7 @@ final class RunningTool: @unchecked Sendable {
     let ended = XCTestExpectation(description: "tool output ended")
 
     init(_ arguments: [String]) throws {
-        process.executableURL = CacheTestToolRunner.executable
+        process.executableURL = try CacheTestToolRunner.executable()
         process.arguments = arguments
         process.standardOutput = output
         process.standardError = errors
@@ -222,3 +272,4 @@ final class RunningTool: @unchecked Sendable {
         _ = kill(process.processIdentifier, signal)
     }
 }
+#endif
