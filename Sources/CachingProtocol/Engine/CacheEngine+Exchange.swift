@@ -149,11 +149,16 @@ extension CacheEngine {
     private func upstreamRequest(for sent: SentRequest, in exchange: Exchange) -> URLRequest {
         let request = exchange.request
         var upstream = request.urlRequest
-        upstream.cachePolicy = .reloadIgnoringLocalCacheData
+        // Each setter copies the whole request on Linux: only what differs is set. The upstream
+        // session has no URL cache, so a request that kept the default policy needs no other.
+        if upstream.cachePolicy != .useProtocolCachePolicy, upstream.cachePolicy != .reloadIgnoringLocalCacheData {
+            upstream.cachePolicy = .reloadIgnoringLocalCacheData
+        }
         if case .unsafe = exchange.plan { return upstream }
-        upstream.httpMethod = "GET"
-        if case .planned(let method) = sent {
-            upstream.httpMethod = method
+        var method = "GET"
+        if case .planned(let planned) = sent { method = planned }
+        if upstream.httpMethod != method { upstream.httpMethod = method }
+        if case .planned = sent {
             if case .revalidate(_, let conditions) = exchange.plan {
                 if let etag = conditions.ifNoneMatch { upstream.setValue(etag, forHTTPHeaderField: "If-None-Match") }
                 if let date = conditions.ifModifiedSince { upstream.setValue(date, forHTTPHeaderField: "If-Modified-Since") }

@@ -95,12 +95,21 @@ final class Exchange: Sendable {
         let collapsed: Bool
     }
 
-    /// What identifies an exchange in the table: loads whose `ID`s are equal share it.
+    /// What identifies an exchange in the table: loads whose `ID`s are equal share it — the same
+    /// operation, URL key and cache mode, the same request header fields (so the same variant
+    /// would be selected, and the same credentials sent), from sessions with the same settings
+    /// (the same cookie jar, proxies and TLS rules upstream). A load that shares with nobody gets
+    /// a serial number of its own.
     struct ID: Hashable, Sendable {
-        /// `collapseKey`, or a serial number for a load that shares with nobody.
+        /// What the exchange asks: "fetch", "forward", "unsafe", or the validators revalidated.
+        let operation: String
         let key: String
-        /// The settings of the app session the loads come from.
+        let mode: CacheRequest.Mode
+        /// `headerDigest(of:)` of the request's header fields.
+        let headers: UInt64
         let settings: SessionSettings
+        /// Non-zero for a load that shares with nobody.
+        let serial: Int
     }
 
     let id: ID
@@ -119,12 +128,9 @@ final class Exchange: Sendable {
         self.isBackground = isBackground
     }
 
-    /// Loads with equal keys may share an exchange: same operation, same URL, same credentials
-    /// and the same request headers (so the same variant would be selected). (`ID` adds the
-    /// session settings: the same cookie jar, proxies and TLS rules upstream.)
-    static func collapseKey(for plan: ExchangePlan, of request: CacheRequest) -> String {
-        let headers = (request.urlRequest.allHTTPHeaderFields ?? [:])
-            .map { "\($0.key.lowercased()):\($0.value)" }.sorted().joined(separator: "\n")
+    /// The `ID` of `plan` for `request` from a session with `settings` (`serial` 0: one identical
+    /// loads may share).
+    static func id(for plan: ExchangePlan, of request: CacheRequest, from settings: SessionSettings, serial: Int) -> ID {
         let operation: String
         switch plan {
         case .fetch: operation = "fetch"
@@ -132,7 +138,15 @@ final class Exchange: Sendable {
         case .unsafe: operation = "unsafe"
         case .revalidate(_, let conditions): operation = "revalidate \(conditions.ifNoneMatch ?? "") \(conditions.ifModifiedSince ?? "")"
         }
-        return "\(operation)\n\(request.key)\n\(request.mode.rawValue)\n\(StableHash.hash(headers))"
+        return ID(operation: operation, key: request.key, mode: request.mode, headers: headerDigest(of: request.urlRequest),
+                  settings: settings, serial: serial)
+    }
+
+    /// A digest of `request`'s header fields that does not depend on their order or on the case
+    /// of their names: the sum of a stable hash of each "name:value" line (0 for none).
+    private static func headerDigest(of request: URLRequest) -> UInt64 {
+        guard let fields = request.allHTTPHeaderFields, !fields.isEmpty else { return 0 }
+        return fields.reduce(0) { digest, field in digest &+ StableHash.hash(field.key.lowercased() + ":" + field.value) }
     }
 
     func prepareToSend() -> ExchangeStateMachine<Waiter, UpstreamTask>.SendAction {
@@ -190,14 +204,12 @@ final class ExchangeTable: Sendable {
         let collapses = collapses && load?.collapsible != false
         var joinedNumber: Int?
         let start = state.withLock { state -> Start in
-            let key: String
-            if collapses {
-                key = Exchange.collapseKey(for: plan, of: request)
-            } else {
+            var serial = 0
+            if !collapses {
                 state.serial += 1
-                key = "\(state.serial)"
+                serial = state.serial
             }
-            let id = Exchange.ID(key: key, settings: settings)
+            let id = Exchange.id(for: plan, of: request, from: settings, serial: serial)
             if let existing = state.running[id] {
                 guard let load else { return .alreadyRunning }
                 if case .joined(let number) = existing.join(Exchange.Waiter(load: load, collapsed: true)) {

@@ -179,10 +179,13 @@ package struct CacheControl: Sendable, Equatable {
 /// out-of-range fields, control characters. RFC 9111 §5.3 makes an invalid `Expires` mean
 /// "already expired", so leniency here would keep responses fresh that must not be.
 package enum HTTPDate {
-    private static let months: [String] = ["jan", "feb", "mar", "apr", "may", "jun",
-                                           "jul", "aug", "sep", "oct", "nov", "dec"]
-    private static let dayNames = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
-    private static let longDayNames = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+    private static let months = words(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])
+    private static let dayNames = words(["mon", "tue", "wed", "thu", "fri", "sat", "sun"])
+    private static let longDayNames = words(["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])
+    private static let gmt = words(["gmt"])
+
+    /// Lowercase ASCII words as bytes, as `Scanner.word(in:)` compares them.
+    private static func words(_ list: [String]) -> [[UInt8]] { list.map { Array($0.utf8) } }
     private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
     private static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
@@ -207,7 +210,7 @@ package enum HTTPDate {
         var s = scanner
         guard s.word(in: dayNames) != nil, s.take(","), s.take(" "), let day = s.digits(2), s.take(" "),
               let month = s.word(in: months), s.take(" "), let year = s.digits(4), s.take(" "),
-              let (hour, minute, second) = s.timeOfDay(), s.take(" "), s.word(in: ["gmt"]) != nil, s.atEnd
+              let (hour, minute, second) = s.timeOfDay(), s.take(" "), s.word(in: gmt) != nil, s.atEnd
         else { return nil }
         return (day, month + 1, year, hour, minute, second)
     }
@@ -217,7 +220,7 @@ package enum HTTPDate {
         var s = scanner
         guard s.word(in: longDayNames) != nil, s.take(","), s.take(" "), let day = s.digits(2), s.take("-"),
               let month = s.word(in: months), s.take("-"), let shortYear = s.digits(2), s.take(" "),
-              let (hour, minute, second) = s.timeOfDay(), s.take(" "), s.word(in: ["gmt"]) != nil, s.atEnd
+              let (hour, minute, second) = s.timeOfDay(), s.take(" "), s.word(in: gmt) != nil, s.atEnd
         else { return nil }
         // RFC 9110 §5.6.7: a two-digit year more than 50 years ahead is in the past century.
         return (day, month + 1, shortYear < 70 ? 2000 + shortYear : 1900 + shortYear, hour, minute, second)
@@ -268,12 +271,14 @@ package enum HTTPDate {
             return value
         }
 
-        /// The index in `words` (lowercase ASCII) of the letters that come next, in any case.
-        mutating func word(in words: [String]) -> Int? {
+        /// The index in `words` (lowercase ASCII bytes) of the letters that come next, in any case.
+        mutating func word(in words: [[UInt8]]) -> Int? {
             var end = position
             while end < bytes.count, (0x41...0x5A).contains(bytes[end]) || (0x61...0x7A).contains(bytes[end]) { end += 1 }
-            let word = String(decoding: bytes[position..<end].map { $0 | 0x20 }, as: UTF8.self)
-            guard let index = words.firstIndex(of: word) else { return nil }
+            let letters = bytes[position..<end]
+            guard let index = words.firstIndex(where: { word in
+                word.count == letters.count && zip(word, letters).allSatisfy { $0 == $1 | 0x20 }
+            }) else { return nil }
             position = end
             return index
         }

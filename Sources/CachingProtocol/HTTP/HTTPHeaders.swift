@@ -134,11 +134,13 @@ extension Substring {
 
 extension String {
     /// ASCII case-insensitive equality: HTTP field names, methods and schemes are ASCII tokens,
-    /// so this avoids the Unicode case mapping `lowercased()` does (and its allocation). Equal
-    /// strings, the common case, are decided by one comparison.
+    /// so this avoids the Unicode case mapping `lowercased()` does (and its allocation). Strings
+    /// of different lengths, the common case, are decided by their lengths; equal ones by one
+    /// comparison.
     package func isEqualIgnoringASCIICase(_ other: String) -> Bool {
-        if self == other { return true }
+        // Lengths first: most comparisons are of different names, and a length is at hand.
         guard utf8.count == other.utf8.count else { return false }
+        if self == other { return true }
         var lhs = self, rhs = other
         return lhs.withUTF8 { left in
             rhs.withUTF8 { right in
