@@ -26,8 +26,8 @@ extension CachingURLProtocol {
     /// ``RegistrationStatus/registeredTooLate`` when registration came too late, instead of
     /// silently caching nothing. The check creates `URLSession.shared` if nothing had yet.
     /// Registering again replaces the shared session's configuration for requests that start
-    /// afterwards. Returns in well under a millisecond (measured 0.07–0.09 ms): nothing is sent,
-    /// and the disk index loads on the cache's own worker.
+    /// afterwards. Returns quickly (`Docs/benchmarks.md`, launch): nothing is sent, and the disk
+    /// index loads on the cache's own worker.
     @discardableResult
     public static func register(_ configuration: CachingConfiguration = CachingConfiguration()) -> RegistrationStatus {
         Installation.install(configuration)

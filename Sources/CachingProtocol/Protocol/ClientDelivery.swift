@@ -276,8 +276,8 @@ struct CallingThreadExecutor: ClientExecutor {
 /// that renamed it, see `TaskWorkQueue`) deliveries run on the thread that asks, as before.
 ///
 /// `sync`, not `async`: the delivery runs on the calling thread as soon as the queue (and the one
-/// serial queue all of corelibs' session queues target) is free, so it takes no thread hand-off;
-/// the hand-off cost a miss about 28 µs (`Docs/benchmarks.md`). Never asked for on that queue
+/// serial queue all of corelibs' session queues target) is free, so it takes no thread hand-off
+/// (what a hand-off cost a miss: `Docs/benchmarks.md`). Never asked for on that queue
 /// itself, where `sync` would deadlock: a delivery from inside `startLoading` runs at once
 /// (`onCallingThread`), `stopLoading` and `canInit` deliver nothing, and every other delivery
 /// comes from the engine's queue or the upstream session's delegate queue.

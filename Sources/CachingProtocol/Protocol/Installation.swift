@@ -177,8 +177,8 @@ enum Registration {
     /// (`URLSessionTask._protocolClass`), and only when none does, the first registered class
     /// that does. The probe is accepted by this protocol (`canInit`) and by Foundation's HTTP
     /// protocol, so the answer is whichever comes first in the shared session's list. Nothing
-    /// is sent. (The first version sent the probe and waited for it: 1–8 ms at launch, when
-    /// its thread hand-offs competed with the disk index loading on the cache's worker.)
+    /// is sent, and nothing waits: sending the probe would cost a launch a round of thread
+    /// hand-offs competing with the disk index loading on the cache's worker.
     static func probeSharedSession() -> RegistrationStatus {
         #if canImport(FoundationNetworking)
         let probe = URLRequest(url: probeURL)
