@@ -253,6 +253,12 @@ final class ExchangeTable: Sendable {
         task?.cancel()
     }
 
+    /// How many loads wait on the running exchanges for `key` (for tests and diagnostics).
+    func waitingLoads(forKey key: String) -> Int {
+        state.withLock { state in state.running.filter { $0.key.key == key }.map(\.value) }
+            .reduce(0) { $0 + $1.waiting.count }
+    }
+
     private func retire(_ exchange: Exchange) {
         state.withLock { state in
             if state.running[exchange.id] === exchange { state.running[exchange.id] = nil }

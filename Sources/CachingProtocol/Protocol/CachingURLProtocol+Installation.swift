@@ -113,6 +113,16 @@ extension CachingURLProtocol {
         return engine.cachedThenFresh(request)
     }
 
+    /// ``CachingConfiguration/prefetch(_:maximumConcurrent:)`` with the configuration
+    /// ``register(_:)`` installed (the default configuration when nothing is installed): fills the
+    /// cache `URLSession.shared` answers from.
+    public static func prefetch(_ urls: [URL], maximumConcurrent: Int = 4) async -> PrefetchSummary {
+        if Installation.current == nil { Installation.install(CachingConfiguration()) }
+        guard let engine = Installation.current else { return PrefetchSummary(failed: urls.count) }
+        let settings = SessionClasses.lastInjectedSettings(for: nil) ?? .standard
+        return await engine.prefetch(urls, from: settings, maximumConcurrent: maximumConcurrent)
+    }
+
     /// Offline mode of the registered configuration (its ``CachingConfiguration/isOffline``);
     /// false, and setting it does nothing, when none is registered. Default false.
     public static var isOffline: Bool {
@@ -122,6 +132,31 @@ extension CachingURLProtocol {
 }
 
 extension CachingConfiguration {
+    /// Fills this configuration's cache ahead of time with the responses to GETs of `urls`, so
+    /// that the app's loads of them are answered from the cache — for example the images of the
+    /// next screen, or what an app needs offline.
+    ///
+    /// Each URL goes through the same path as an app's load, with this configuration's rules,
+    /// policy and limits (`maximumEntrySize`): a URL with a fresh stored response sends nothing, a
+    /// stale one is revalidated, a URL a rule bypasses is skipped, and a load of the same URL that
+    /// runs meanwhile — the app's or another prefetch's — shares one upstream request with it.
+    /// The requests are made as the session configuration this configuration was last injected
+    /// into makes them (its additional header fields, cookies, timeout and the rest of its
+    /// settings); `URLSession.shared`'s when it was only registered.
+    /// No body is delivered to anyone. At most `maximumConcurrent` requests (default 4, at least
+    /// 1) run at once.
+    ///
+    /// Cancelling the calling task stops it: no new request is sent, and the ones running are
+    /// cancelled (unless an app's load waits on the same request); they count as failed.
+    ///
+    /// The configuration need not be injected anywhere: its installation is made on first use.
+    /// Threading: call it from any task; it suspends until every URL is settled.
+    public func prefetch(_ urls: [URL], maximumConcurrent: Int = 4) async -> PrefetchSummary {
+        let engine = Installation.engine(for: self)
+        let settings = SessionClasses.lastInjectedSettings(for: engine) ?? .standard
+        return await engine.prefetch(urls, from: settings, maximumConcurrent: maximumConcurrent)
+    }
+
     /// ``CachingURLProtocol/cachedThenFresh(for:)`` with this configuration — its cache, policy,
     /// rules and counters — rather than the registered one. It need not be injected anywhere.
     public func cachedThenFresh(for request: URLRequest) -> AsyncThrowingStream<CachedThenFreshResponse, Error> {

@@ -88,6 +88,9 @@ enum SessionClasses {
         var unused: [CachingURLProtocol.Type] = []
         /// Every class made here (bound or not).
         var made: Set<ObjectIdentifier> = []
+        /// The settings of the session configuration injected last with each engine (nil key:
+        /// injected without a configuration of its own), for `prefetch`.
+        var lastInjected: [ObjectIdentifier?: SessionSettings] = [:]
     }
     private static let registry = Locked(Registry())
 
@@ -95,6 +98,7 @@ enum SessionClasses {
     /// configuration's): `CachingURLProtocol` itself for standard settings and no engine of
     /// their own, the same class for an equal pair, another one otherwise.
     static func protocolClass(for settings: SessionSettings, engine: CacheEngine?) -> CachingURLProtocol.Type {
+        registry.withLock { $0.lastInjected[engine.map(ObjectIdentifier.init)] = settings }
         if settings.isStandard, engine == nil { return CachingURLProtocol.self }
         let key = Key(settings: settings, engine: engine.map(ObjectIdentifier.init))
         return registry.withLock { registry in
@@ -110,6 +114,12 @@ enum SessionClasses {
             registry.bindings[ObjectIdentifier(made)] = Binding(settings: settings, engine: engine)
             return made
         }
+    }
+
+    /// The settings of the session configuration injected last with `engine` (nil: injected
+    /// without a configuration of its own, so caching with `register`'s), or nil when none was.
+    static func lastInjectedSettings(for engine: CacheEngine?) -> SessionSettings? {
+        registry.withLock { $0.lastInjected[engine.map(ObjectIdentifier.init)] }
     }
 
     /// What `protocolClass` is bound to; nil for a class made here whose binding was dropped.
@@ -133,6 +143,7 @@ enum SessionClasses {
                 registry.unused += registry.classes.values
                 registry.classes = [:]
                 registry.bindings = [:]
+                registry.lastInjected = [:]
             }
             return registry.bindings.values.compactMap(\.engine)
         }
