@@ -18,15 +18,16 @@ extension CacheEngine {
     func exchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?) {
         guard case .started(let exchange) = exchanges.start(plan, for: request, from: settings, load: load,
                                                             collapses: configuration.collapsesRequests) else { return }
+        // A GET, or a POST a rule declares cacheable (`CachingRule.cachePOST`), or an unsafe method.
+        let requestMethod = request.urlRequest.httpMethod ?? "GET"
         let method: String
         switch plan {
-        case .fetch, .forward:
-            method = "GET"
-        case .unsafe:
-            method = request.urlRequest.httpMethod ?? "POST"
+        case .fetch, .forward, .unsafe:
+            method = requestMethod
         case .revalidate:
-            // A byte range is revalidated with a conditional range GET, whose 206 is the part.
-            method = configuration.revalidation == .head && request.byteRange == nil ? "HEAD" : "GET"
+            // A byte range is revalidated with a conditional range GET, whose 206 is the part; a
+            // cached POST with a conditional POST (a HEAD would ask about another resource).
+            method = configuration.revalidation == .head && request.byteRange == nil && requestMethod == "GET" ? "HEAD" : requestMethod
         }
         send(.planned(method: method), in: exchange, listener: ExchangeListener(engine: self, exchange: exchange, starter: load))
     }
@@ -155,7 +156,7 @@ extension CacheEngine {
             upstream.cachePolicy = .reloadIgnoringLocalCacheData
         }
         if case .unsafe = exchange.plan { return upstream }
-        var method = "GET"
+        var method = "GET"   // the body after a HEAD: only GETs are revalidated with one
         if case .planned(let planned) = sent { method = planned }
         if upstream.httpMethod != method { upstream.httpMethod = method }
         if case .planned = sent {

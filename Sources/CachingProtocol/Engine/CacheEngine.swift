@@ -74,6 +74,12 @@ final class CacheEngine: Sendable {
         return noStoreURLs.withLock { $0.contains(key, at: now) }
     }
 
+    /// Whether `request` is a POST a rule declares cacheable (`CachingRule.cachePOST`).
+    func cachesPOST(_ request: URLRequest) -> Bool {
+        guard !configuration.rules.isEmpty, case .cachePOST = configuration.rules.action(for: request) else { return false }
+        return true
+    }
+
     /// The policy that judges `request`: the first matching rule's, or the configuration's.
     func policy(for request: CacheRequest) -> CachingPolicy {
         guard !configuration.rules.isEmpty else { return configuration.policy }
@@ -84,7 +90,7 @@ final class CacheEngine: Sendable {
             var fixed = configuration.policy
             fixed.fixedLifetime = seconds
             return fixed
-        case .bypass, nil:
+        case .bypass, .cachePOST, nil:
             return configuration.policy
         }
     }

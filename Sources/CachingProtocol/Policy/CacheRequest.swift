@@ -164,6 +164,16 @@ package enum CacheKey {
         request.url.map { make(method: "GET", url: $0) }
     }
 
+    /// The key of a POST a rule declares cacheable (`CachingRule.cachePOST`): the URL's, plus a
+    /// digest of the body and its `Content-Type`, so the same query is one entry and another
+    /// body another. The body itself is never part of the key.
+    static func make(postTo url: URL, body: Data, contentType: String?) -> String {
+        var digest = StableHash.hash((contentType ?? "").lowercased())
+        digest = body.withUnsafeBytes { StableHash.hash($0, seed: digest) }
+        let second = body.withUnsafeBytes { StableHash.hash($0, seed: ~digest) }
+        return make(method: "POST", url: url) + " " + StableHash.hex(digest) + StableHash.hex(second)
+    }
+
     package static func make(method: String, url: URL) -> String {
         var text = url.absoluteString
         // One pass over the bytes: where the fragment starts, where the authority ends, and

@@ -4,8 +4,8 @@ import FoundationNetworking
 #endif
 
 /// A rule for some of a configuration's requests, chosen by host, path prefix or a predicate,
-/// like an nginx `location`: leave them alone, judge them with another policy, or keep their
-/// responses for a lifetime the origin did not send.
+/// like an nginx `location`: leave them alone, judge them with another policy, keep their
+/// responses for a lifetime the origin did not send, or cache POSTs that only read.
 ///
 /// A configuration's ``CachingConfiguration/rules`` are tried in order for every request the
 /// protocol is asked about; **the first rule that matches wins**, and a request no rule matches
@@ -40,6 +40,10 @@ public struct CachingRule: Sendable {
         /// Judged with the configuration's policy, except that a stored response is fresh for
         /// this many seconds.
         case freshFor(TimeInterval)
+        /// A POST the app declares read-only (a GraphQL query, a search): stored and reused under
+        /// the configuration's policy like a GET, keyed by its URL, its body and `Content-Type`.
+        /// Matches POST requests only.
+        case cachePOST
     }
 
     let action: Action
@@ -90,8 +94,30 @@ public struct CachingRule: Sendable {
         CachingRule(.freshFor(seconds.isFinite ? max(0, seconds) : 0), host: host, pathPrefix: pathPrefix)
     }
 
+    /// POSTs to `host` (and under `pathPrefix`, when given) are read-only queries the cache may
+    /// answer: each is keyed by its URL plus a digest of its body and `Content-Type`, and its
+    /// response is stored and reused under the configuration's policy exactly like a GET's
+    /// (freshness, validation with a conditional POST, `Vary`, credentials kept apart). The same
+    /// query answered once is answered from the cache until it goes stale; another body is
+    /// another entry. Only for APIs whose POSTs change nothing (GraphQL queries, searches): a
+    /// POST that changes something must not match. With neither argument, every POST matches.
+    /// Other POSTs behave as without the rule (sent as they are; one the origin accepts drops
+    /// what is stored for its URL).
+    public static func cachePOST(host: String? = nil, pathPrefix: String? = nil) -> CachingRule {
+        CachingRule(.cachePOST, host: host, pathPrefix: pathPrefix)
+    }
+
+    /// POSTs for which `predicate` returns true are read-only queries the cache may answer, as
+    /// ``cachePOST(host:pathPrefix:)``; for example those whose GraphQL operation is a query.
+    /// It sees the request as the app made it; its body may be in `httpBodyStream` on Apple
+    /// platforms, which the predicate must not read.
+    public static func cachePOST(where predicate: @escaping @Sendable (URLRequest) -> Bool) -> CachingRule {
+        CachingRule(.cachePOST, host: nil, pathPrefix: nil, predicate: predicate)
+    }
+
     /// Whether the rule applies to `request`.
     func matches(_ request: URLRequest) -> Bool {
+        if case .cachePOST = action, !(request.httpMethod ?? "GET").isEqualIgnoringASCIICase("POST") { return false }
         if let predicate { return predicate(request) }
         guard let url = request.url else { return false }
         if let host, !host.matches(url.host ?? "") { return false }

@@ -119,7 +119,7 @@ public class CachingURLProtocol: URLProtocol {
             // `startLoading`). Otherwise there is nothing to invalidate, and Foundation sends it
             // untouched.
             guard let key = CacheKey.make(for: request) else { return false }
-            return engine.takesUnsafeRequest(forKey: key)
+            return engine.cachesPOST(request) || engine.takesUnsafeRequest(forKey: key)
         }
     }
 
@@ -180,10 +180,16 @@ public class CachingURLProtocol: URLProtocol {
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
             return delivery.deliver(.failure(reason.urlError(.cancelled)), onCallingThread: true)
         }
+        let cacheRequest: CacheRequest
         if let method = request.httpMethod, method != "GET", !method.isEqualIgnoringASCIICase("GET") {
-            return sendUnsafe(request, key: key, engine: engine, settings: settings, delivery: delivery)
+            guard let cachedPOST = Self.cacheablePOST(request, task: task, engine: engine) else {
+                return sendUnsafe(request, key: key, engine: engine, settings: settings, delivery: delivery)
+            }
+            cacheRequest = cachedPOST
+        } else {
+            cacheRequest = CacheRequest(request, key: key)
         }
-        switch engine.start(CacheRequest(request, key: key), from: settings) {
+        switch engine.start(cacheRequest, from: settings) {
         case .answered(let answer):
             delivery.deliver(answer, onCallingThread: true)
         case .planned(let load):
@@ -195,6 +201,35 @@ public class CachingURLProtocol: URLProtocol {
             // nobody waits for is cancelled.
             if delivery.isStopped { handle.cancel() }
         }
+    }
+
+    /// `request` as a POST the cache may answer (`CachingRule.cachePOST`), keyed by its URL,
+    /// body and `Content-Type`; nil for any other request. A body that comes as a stream (Apple
+    /// platforms hand protocols their bodies that way) is read once here, and the same bytes go
+    /// upstream. An upload task's body is the task's, not the request's: it is sent as any POST.
+    private static func cacheablePOST(_ request: URLRequest, task: URLSessionTask?, engine: CacheEngine) -> CacheRequest? {
+        guard !(task is URLSessionUploadTask), engine.cachesPOST(request), let url = request.url else { return nil }
+        var request = request
+        if request.httpBody == nil, let stream = request.httpBodyStream {
+            request.httpBody = readAll(stream)
+            request.httpBodyStream = nil
+        }
+        let body = request.httpBody ?? Data()
+        return CacheRequest(request, key: CacheKey.make(postTo: url, body: body, contentType: request.value(forHTTPHeaderField: "Content-Type")))
+    }
+
+    /// Every byte `stream` holds (an unreadable stream gives what it gave before failing).
+    private static func readAll(_ stream: InputStream) -> Data {
+        var data = Data()
+        stream.open()
+        defer { stream.close() }
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        while true {
+            let count = stream.read(&buffer, maxLength: buffer.count)
+            guard count > 0 else { break }
+            data.append(buffer, count: count)
+        }
+        return data
     }
 
     /// Sends an unsafe request through the engine, which drops what is stored for its URL once
