@@ -22,4 +22,27 @@ final class StableHashTests: XCTestCase {
         XCTAssertEqual(digest.count, 32)
         XCTAssertTrue(digest.allSatisfy { $0.isHexDigit && !$0.isUppercase })
     }
+
+    func testStreamingOverAnySplitEqualsHashingTheWholeInput() {
+        // Given inputs around the 32-byte stripe and split at random points
+        var generator = SystemRandomNumberGenerator()
+        for length in [0, 1, 7, 31, 32, 33, 63, 64, 65, 100, 1000, 4099] {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let expected = bytes.withUnsafeBytes { StableHash.hash($0) }
+            for _ in 0..<20 {
+                var cuts = (0..<Int.random(in: 0...5)).map { _ in Int.random(in: 0...length) }.sorted()
+                cuts = [0] + cuts + [length]
+                // When each piece is combined in order
+                var streaming = StableHash.Streaming()
+                for (start, end) in zip(cuts, cuts.dropFirst()) {
+                    bytes[start..<end].withUnsafeBytes { streaming.combine($0) }
+                }
+                // Then the result is the one-shot hash
+                XCTAssertEqual(streaming.finalize(), expected, "length \(length), cuts \(cuts)")
+            }
+        }
+        var seeded = StableHash.Streaming(seed: 1)
+        seeded.combine(Data(String(repeating: "0123456789abcdef", count: 40).utf8))
+        XCTAssertEqual(seeded.finalize(), 0xA3F2_0D8F_8D8C_44B1)
+    }
 }

@@ -8,6 +8,9 @@ protocol ByteSink {
     mutating func write(_ bytes: UnsafeRawBufferPointer)
     /// The checksum of every byte written so far (0 for a sink that keeps no bytes).
     func checksumOfWrittenBytes() -> UInt64
+    /// Bytes prefixed by their count as a `UInt64` (a requirement, so a sink may keep a large
+    /// body as it is rather than copy it: `SegmentWriter`).
+    mutating func writeData(_ value: Data)
 }
 
 extension ByteSink {
@@ -78,6 +81,47 @@ struct ByteWriter: ByteSink {
 
     func checksumOfWrittenBytes() -> UInt64 {
         StableHash.hash(UnsafeRawBufferPointer(rebasing: buffer[0..<offset]))
+    }
+}
+
+/// Writes into a list of parts to be written one after another: small fields are gathered into
+/// buffers, and a body of `separateBodyBytes` or more becomes a part of its own — the `Data` it
+/// came in, not a copy — so a large response is never copied into a second buffer to be
+/// written. The checksum is kept as the bytes go by.
+struct SegmentWriter: ByteSink {
+    /// Bodies from this size on are kept as they are.
+    static let separateBodyBytes = 16 << 10
+
+    private var parts: [Data] = []
+    private var current = Data()
+    private var checksum = StableHash.Streaming()
+
+    mutating func write(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        current.append(base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+        checksum.combine(bytes)
+    }
+
+    mutating func writeData(_ value: Data) {
+        writeInteger(UInt64(value.count))
+        guard value.count >= Self.separateBodyBytes else { return value.withUnsafeBytes { write($0) } }
+        if !current.isEmpty {
+            parts.append(current)
+            current = Data()
+        }
+        parts.append(value)
+        checksum.combine(value)
+    }
+
+    func checksumOfWrittenBytes() -> UInt64 {
+        checksum.finalize()
+    }
+
+    /// Every part, in order.
+    mutating func finish() -> [Data] {
+        if !current.isEmpty { parts.append(current) }
+        current = Data()
+        return parts
     }
 }
 

@@ -131,7 +131,7 @@ final class DiskWorker: @unchecked Sendable {
         }
         guard let job else { return }
 
-        let data = EntryCodec.encode(job.record)
+        let data = EntryCodec.encodedParts(job.record)
         guard data.count <= job.limit else {
             // Too large for this tier once encoded: not stored, and the old record goes too.
             dropWrite(digest, sequence: job.sequence)
@@ -168,18 +168,18 @@ final class DiskWorker: @unchecked Sendable {
         pendingJournal.append(.remove(digest))
     }
 
-    /// Writes `data` to a temporary file and renames it over the entry. Returns false when the
-    /// record was removed before the rename (nothing is left behind).
-    private func writeEntryFile(_ digest: EntryDigest, _ data: Data) throws -> Bool {
+    /// Writes `data` (an encoded entry's parts) to a temporary file and renames it over the entry.
+    /// Returns false when the record was removed before the rename (nothing is left behind).
+    private func writeEntryFile(_ digest: EntryDigest, _ data: (parts: [Data], count: Int)) throws -> Bool {
         try prepareDirectory()
         let temporary = paths.temporaryFile(in: paths.entries)
         do {
-            try FileIO.createFile(temporary, contents: data, mode: 0o600, protection: protection, durability: entryDurability)
+            try FileIO.createFile(temporary, parts: data.parts, mode: 0o600, protection: protection, durability: entryDurability)
         } catch let error as FileError where error.isMissing {
             // The directory was deleted under us: everything in it is gone; recreate and retry once.
             directoryVanished()
             try prepareDirectory()
-            try FileIO.createFile(temporary, contents: data, mode: 0o600, protection: protection, durability: entryDurability)
+            try FileIO.createFile(temporary, parts: data.parts, mode: 0o600, protection: protection, durability: entryDurability)
         }
         guard state.withLock({ $0.disk.isStaged(digest) }) else {
             FileIO.removeQuietly(temporary)

@@ -59,6 +59,18 @@ package enum EntryCodec {
         return data
     }
 
+    /// `encode(record)` as parts to write one after another (`FileIO.createFile(_:parts:…)`):
+    /// the same bytes, without copying a large body into a buffer of its own.
+    package static func encodedParts(_ record: CacheRecord) -> (parts: [Data], count: Int) {
+        var counter = ByteCounter()
+        write(record, fileLength: 0, to: &counter)
+        let length = counter.count + checksumSize
+        var writer = SegmentWriter()
+        write(record, fileLength: length, to: &writer)
+        writer.writeInteger(writer.checksumOfWrittenBytes())
+        return (writer.finish(), length)
+    }
+
     private static func write<Sink: ByteSink>(_ record: CacheRecord, fileLength: Int, to sink: inout Sink) {
         sink.writeInteger(magic)
         sink.writeInteger(version)

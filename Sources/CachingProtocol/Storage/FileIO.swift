@@ -163,11 +163,17 @@ enum FileIO {
     /// failure the partial file is removed.
     static func createFile(_ path: String, contents data: Data, mode: mode_t,
                            protection: CachingFileProtection, durability: Durability) throws {
+        try createFile(path, parts: [data], mode: mode, protection: protection, durability: durability)
+    }
+
+    /// `createFile(_:contents:…)` with contents that come in `parts`, written one after another.
+    static func createFile(_ path: String, parts: [Data], mode: mode_t,
+                           protection: CachingFileProtection, durability: Durability) throws {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard descriptor >= 0 else { throw FileError("open", path) }
         do {
             protection.apply(toItemAt: path)  // before the data goes in
-            try writeAll(descriptor, data, path: path)
+            for part in parts { try writeAll(descriptor, part, path: path) }
             try synchronize(descriptor, path: path, durability)
             guard close(descriptor) == 0 else {
                 let error = FileError("close", path)

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A 64-bit non-cryptographic hash whose value is the same in every process and on every platform
 /// (the XXH64 algorithm, implemented here from its public specification).
 ///
@@ -41,6 +43,15 @@ package enum StableHash {
         }
 
         accumulator &+= UInt64(count)
+        return finish(accumulator, UnsafeRawBufferPointer(rebasing: buffer[offset...]))
+    }
+
+    /// Folds the last bytes (fewer than 32) into `accumulator` and mixes the result.
+    private static func finish(_ accumulator: UInt64, _ tail: UnsafeRawBufferPointer) -> UInt64 {
+        var accumulator = accumulator
+        let count = tail.count
+        guard let base = tail.baseAddress else { return avalanche(accumulator) }
+        var offset = 0
         while offset + 8 <= count {
             accumulator ^= round(0, readWord(base, offset))
             accumulator = rotate(accumulator, 27) &* prime1 &+ prime4
@@ -58,6 +69,71 @@ package enum StableHash {
             offset += 1
         }
         return avalanche(accumulator)
+    }
+
+    /// The same hash computed over bytes that arrive in pieces: `combine` each piece in order,
+    /// then `finalize`. For any split, the result equals `hash` of the bytes laid end to end, so
+    /// a file can be checksummed as it is written from several buffers.
+    struct Streaming {
+        private var lanes: (UInt64, UInt64, UInt64, UInt64)
+        private let seed: UInt64
+        /// Bytes of an unfinished 32-byte stripe.
+        private var pending = [UInt8]()
+        private var length = 0
+
+        init(seed: UInt64 = 0) {
+            self.seed = seed
+            lanes = (seed &+ prime1 &+ prime2, seed &+ prime2, seed, seed &- prime1)
+            pending.reserveCapacity(32)
+        }
+
+        mutating func combine(_ buffer: UnsafeRawBufferPointer) {
+            guard let base = buffer.baseAddress, !buffer.isEmpty else { return }
+            length += buffer.count
+            var offset = 0
+            if !pending.isEmpty {
+                let taken = min(32 - pending.count, buffer.count)
+                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<taken]))
+                offset = taken
+                guard pending.count == 32 else { return }
+                pending.withUnsafeBytes { stripe(UnsafeRawPointer($0.baseAddress!), at: 0) }
+                pending.removeAll(keepingCapacity: true)
+            }
+            while offset + 32 <= buffer.count {
+                stripe(base, at: offset)
+                offset += 32
+            }
+            if offset < buffer.count {
+                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[offset...]))
+            }
+        }
+
+        mutating func combine(_ data: Data) {
+            data.withUnsafeBytes { combine($0) }
+        }
+
+        private mutating func stripe(_ base: UnsafeRawPointer, at offset: Int) {
+            lanes.0 = round(lanes.0, readWord(base, offset))
+            lanes.1 = round(lanes.1, readWord(base, offset + 8))
+            lanes.2 = round(lanes.2, readWord(base, offset + 16))
+            lanes.3 = round(lanes.3, readWord(base, offset + 24))
+        }
+
+        /// The hash of every byte combined so far (the state is left as it is).
+        func finalize() -> UInt64 {
+            var accumulator: UInt64
+            if length >= 32 {
+                accumulator = rotate(lanes.0, 1) &+ rotate(lanes.1, 7) &+ rotate(lanes.2, 12) &+ rotate(lanes.3, 18)
+                accumulator = merge(accumulator, lanes.0)
+                accumulator = merge(accumulator, lanes.1)
+                accumulator = merge(accumulator, lanes.2)
+                accumulator = merge(accumulator, lanes.3)
+            } else {
+                accumulator = seed &+ prime5
+            }
+            accumulator &+= UInt64(length)
+            return pending.withUnsafeBytes { tail in StableHash.finish(accumulator, tail) }
+        }
     }
 
     /// Hashes the UTF-8 bytes of `string`.

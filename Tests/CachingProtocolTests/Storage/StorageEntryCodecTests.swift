@@ -51,6 +51,28 @@ final class StorageEntryCodecTests: XCTestCase {
         }
     }
 
+    func testPartsAreTheEncodedBytesWithoutCopyingLargeBodies() {
+        // Given records below and above the size at which a body becomes a part of its own
+        let large = Fixtures.record(key: "GET https://example.com/large", bodySize: 3_000_000)
+        let twoLarge = CacheRecord(key: "GET https://example.com/two", variants: [
+            Fixtures.entry(body: Data(repeating: 7, count: SegmentWriter.separateBodyBytes)),
+            Fixtures.entry(body: Data(repeating: 9, count: SegmentWriter.separateBodyBytes + 1)),
+        ])
+        for record in [Fixtures.richRecord(), Fixtures.record(key: "k", bodySize: 0), large, twoLarge] {
+            // When it is encoded in parts
+            let encoded = EntryCodec.encodedParts(record)
+            // Then the parts laid end to end are exactly the one-buffer encoding, checksum included
+            let joined = encoded.parts.reduce(into: Data()) { $0.append($1) }
+            XCTAssertEqual(joined, EntryCodec.encode(record), record.key)
+            XCTAssertEqual(encoded.count, joined.count, record.key)
+        }
+        // And a large body is a part of its own: header, body, then the rest
+        let parts = EntryCodec.encodedParts(large).parts
+        XCTAssertEqual(parts.count, 3)
+        XCTAssertEqual(parts[1], large.variants[0].body)
+        XCTAssertEqual(EntryCodec.encodedParts(twoLarge).parts.count, 5)
+    }
+
     func testEncodingIsDeterministic() {
         XCTAssertEqual(EntryCodec.encode(Fixtures.richRecord()), EntryCodec.encode(Fixtures.richRecord()))
     }
