@@ -105,8 +105,11 @@ struct SessionSettings: Sendable, Hashable {
     /// - `protocolClasses` leave the caching protocol out (`isCachingProtocol`): the cache never
     ///   intercepts its own traffic;
     /// - no `urlCache`, and `reloadIgnoringLocalCacheData`: the cache is this layer;
-    /// - no `urlCredentialStorage`: challenges go back to the app's session, which answers them
-    ///   with its own storage and delegate (see `UpstreamClient`);
+    /// - the app's `urlCredentialStorage` is kept: a challenge the app answers with default
+    ///   handling finds the credentials its own session would find, the challenge forwarded to it
+    ///   proposes the same stored credential, and a credential used is saved where the app's
+    ///   session would save it. Answers fetched with a credential on the way are never stored nor
+    ///   shared (`UpstreamClient`: `ResponseRoute.answeredWithCredential`);
     /// - no `httpAdditionalHeaders`: `apply(to:)` put them on the request already;
     /// - on Apple, `httpShouldSetCookies` off: `apply(to:)` put the cookies on the request, and
     ///   each redirect hop comes back through the protocol, which adds the jar's cookies again.
@@ -117,7 +120,6 @@ struct SessionSettings: Sendable, Hashable {
         configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { !isCachingProtocol($0) }
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.urlCredentialStorage = nil
         configuration.httpAdditionalHeaders = nil
         if Self.addsSessionCookies { configuration.httpShouldSetCookies = false }
         return configuration
@@ -161,6 +163,8 @@ private struct Fingerprint: Hashable {
     var timeoutIntervalForResource: TimeInterval
     var requestCachePolicy: UInt
     var cookieStorage: ObjectIdentifier?
+    /// The credential storage the upstream session shares with the app's (`upstreamConfiguration`).
+    var credentialStorage: ObjectIdentifier?
     var cookieAcceptPolicy: UInt
     var shouldSetCookies: Bool
     var allowsCellularAccess: Bool
@@ -180,6 +184,7 @@ private struct Fingerprint: Hashable {
         timeoutIntervalForResource = configuration.timeoutIntervalForResource
         requestCachePolicy = configuration.requestCachePolicy.rawValue
         cookieStorage = configuration.httpCookieStorage.map(ObjectIdentifier.init)
+        credentialStorage = configuration.urlCredentialStorage.map(ObjectIdentifier.init)
         cookieAcceptPolicy = configuration.httpCookieAcceptPolicy.rawValue
         shouldSetCookies = configuration.httpShouldSetCookies
         allowsCellularAccess = configuration.allowsCellularAccess
