@@ -51,6 +51,9 @@ protocol LoadClient: Sendable {
     /// client forwards it to the app), or with default handling.
     func answer(_ challenge: URLAuthenticationChallenge,
                 reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
+    /// Whether `answer` passes challenges to the app (Apple's client does; otherwise it gives
+    /// them default handling).
+    var forwardsChallenges: Bool { get }
 }
 
 extension LoadClient {
@@ -62,4 +65,5 @@ extension LoadClient {
                 reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         reply(.performDefaultHandling, nil)
     }
+    var forwardsChallenges: Bool { false }
 }

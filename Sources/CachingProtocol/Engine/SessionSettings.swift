@@ -28,9 +28,24 @@ struct SessionSettings: Sendable, Hashable {
     /// compared instead of the configuration object (which compares by identity).
     private var fingerprint: Fingerprint { recorded.fingerprint }
 
-    /// The settings of a session made from `configuration`.
-    init(_ configuration: URLSessionConfiguration) {
-        recorded = RecordedConfiguration(configuration: configuration.copy() as! URLSessionConfiguration)
+    /// The settings of a session made from `configuration`, whose delegate has `delegate`'s traits.
+    init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits = .none) {
+        recorded = RecordedConfiguration(configuration: configuration.copy() as! URLSessionConfiguration, delegate: delegate)
+    }
+
+    /// What the session's delegate decides that the cache must know of (`DelegateTraits`).
+    var delegate: DelegateTraits { fingerprint.delegate }
+
+    /// Whether the session's delegate judges server trust: then no answer reaches its sessions
+    /// unless the connection's challenge reached one of their loads (no background revalidation,
+    /// no answer shared or stored for sessions judged otherwise; `CacheEngine`).
+    var judgesServerTrust: Bool { fingerprint.delegate.trustJudge != nil }
+
+    /// `request` as the store must see it for this session: a session whose delegate judges
+    /// trust finds only answers fetched for sessions with the same judge (`CacheRequest.judged(by:)`).
+    func partitioned(_ request: CacheRequest) -> CacheRequest {
+        guard let judge = fingerprint.delegate.trustJudge else { return request }
+        return request.judged(by: judge)
     }
 
     /// The settings of `URLSessionConfiguration.default`: those of `URLSession.shared`, and of
@@ -146,9 +161,9 @@ private final class RecordedConfiguration: @unchecked Sendable {
     /// the default cache policy: then `apply(to:)` has nothing to change but cookies.
     let keepsRequestDefaults: Bool
 
-    init(configuration: URLSessionConfiguration) {
+    init(configuration: URLSessionConfiguration, delegate: DelegateTraits) {
         self.configuration = configuration
-        fingerprint = Fingerprint(configuration)
+        fingerprint = Fingerprint(configuration, delegate: delegate)
         fingerprintHash = fingerprint.hashValue
         keepsRequestDefaults = fingerprint.additionalHeaders.isEmpty
             && (fingerprint.timeoutIntervalForRequest <= 0 || fingerprint.timeoutIntervalForRequest == SessionSettings.defaultTimeout)
@@ -174,8 +189,11 @@ private struct Fingerprint: Hashable {
     var proxies: String
     /// Apple-only settings, described.
     var platform: String
+    /// What the session's delegate decides (trust, redirects).
+    var delegate: DelegateTraits
 
-    init(_ configuration: URLSessionConfiguration) {
+    init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits) {
+        self.delegate = delegate
         for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
             guard let name = name as? String else { continue }
             additionalHeaders[name] = (value as? String) ?? String(describing: value)

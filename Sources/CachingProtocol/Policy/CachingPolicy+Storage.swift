@@ -71,7 +71,7 @@ extension CachingPolicy {
         if let vary = headers["Vary"], HTTPHeaders.listMembers(vary[...]).contains("*") {
             return .doNotStore(reason: "Vary: *")
         }
-        if request.credentialFingerprint != nil, !storesCredentialedResponses, !directives.isPublic {
+        if request.sendsCredentials, !storesCredentialedResponses, !directives.isPublic {
             return .doNotStore(reason: "credentials without public")
         }
 

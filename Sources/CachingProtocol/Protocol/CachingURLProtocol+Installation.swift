@@ -69,14 +69,31 @@ extension CachingURLProtocol {
     /// The session configuration's `httpAdditionalHeaders` and `timeoutIntervalForRequest` are
     /// applied to the session's requests by the protocol (on Linux Foundation would only add
     /// them after the protocol took the request): inject after setting them. Other session
-    /// settings (cookie storage, proxies, TLS, connection limits) are those of the cache's own
-    /// upstream session.
-    public static func inject(into sessionConfiguration: URLSessionConfiguration, using configuration: CachingConfiguration? = nil) {
+    /// settings (cookie and credential storage, proxies, TLS, connection limits) are those of the
+    /// cache's own upstream session.
+    ///
+    /// Pass `delegate`, the delegate the sessions will have, when it handles authentication
+    /// challenges (a protocol never sees its session's delegate). On Apple platforms:
+    ///
+    /// - **A delegate that implements a challenge method** (`urlSession(_:didReceive:completionHandler:)`
+    ///   or the task-level one) judges server trust — certificate pinning, for one. Its sessions
+    ///   then get answers only from connections whose server-trust challenge reached it through
+    ///   one of their loads: an upstream session and exchanges of their own, stored answers kept
+    ///   apart from every other session's (by the delegate's type), no stale-while-revalidate in
+    ///   the background (the load waits for the revalidation instead), and a server-trust
+    ///   challenge no load of theirs can take is cancelled, never given default handling.
+    ///
+    /// Without `delegate` the sessions are treated as trusting the system's evaluation. On Linux
+    /// `delegate` changes nothing: swift-corelibs-foundation raises no server-trust challenge to a
+    /// delegate.
+    public static func inject(into sessionConfiguration: URLSessionConfiguration, using configuration: CachingConfiguration? = nil,
+                              delegate: (any URLSessionDelegate)? = nil) {
         let engine = configuration.map(Installation.engine(for:))
         if configuration == nil, Installation.current == nil {
             Installation.install(CachingConfiguration())
         }
-        let protocolClass: AnyClass = SessionClasses.protocolClass(for: SessionSettings(sessionConfiguration), engine: engine)
+        let settings = SessionSettings(sessionConfiguration, delegate: DelegateTraits.of(delegate))
+        let protocolClass: AnyClass = SessionClasses.protocolClass(for: settings, engine: engine)
         let others = (sessionConfiguration.protocolClasses ?? []).filter { !($0 is CachingURLProtocol.Type) }
         sessionConfiguration.protocolClasses = [protocolClass] + others
     }

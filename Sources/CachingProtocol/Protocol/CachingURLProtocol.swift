@@ -110,7 +110,7 @@ public class CachingURLProtocol: URLProtocol {
             // When the policy stores partial content, or a stored response answers it now;
             // otherwise Foundation sends it.
             guard let key = CacheKey.make(for: request) else { return false }
-            return engine.takesRangeRequest(CacheRequest(request, key: key, facts: facts))
+            return engine.takesRangeRequest(CacheRequest(request, key: key, facts: facts), from: settings)
         case .passThrough:
             return false
         case .invalidate:
@@ -125,11 +125,15 @@ public class CachingURLProtocol: URLProtocol {
 
     #if !canImport(FoundationNetworking)
     /// Data tasks only: download, upload, stream and WebSocket tasks are left to the system
-    /// (their bodies go to files and streams, which a cache in front of them would buffer).
+    /// (their bodies go to files and streams, which a cache in front of them would buffer). So is
+    /// a task whose own delegate (`URLSessionTask.delegate`, the `delegate:` of the `async` calls)
+    /// implements a challenge method: it judges server trust for that task alone, and an answer
+    /// fetched or stored for others would reach it from a connection it never judged.
     public override class func canInit(with task: URLSessionTask) -> Bool {
         guard task is URLSessionDataTask, !(task is URLSessionUploadTask), let request = task.currentRequest else {
             return false
         }
+        if let own = task.delegate, DelegateTraits.judgesTrust(own) { return false }
         return canInit(with: request)
     }
     #endif
@@ -263,5 +267,7 @@ public class CachingURLProtocol: URLProtocol {
                     reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
             delivery.forward(challenge, reply: reply)
         }
+
+        var forwardsChallenges: Bool { delivery.rules.forwardsChallenges }
     }
 }

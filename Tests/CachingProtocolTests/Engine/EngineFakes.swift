@@ -76,6 +76,21 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
     func fail(_ number: Int, _ error: Error = URLError(.cannotConnectToHost)) {
         sent[number].completion(.failure(error))
     }
+
+    /// Raises a challenge with `method` on request `number` through the listener the engine gave
+    /// it, as the upstream session does before any response (a TLS handshake's server trust);
+    /// returns how the engine answered (nil: not yet).
+    func challenge(_ number: Int, method: String) -> URLSession.AuthChallengeDisposition? {
+        let sent = self.sent[number]
+        let url = sent.request.url!
+        let challenge = URLAuthenticationChallenge(
+            protectionSpace: URLProtectionSpace(host: url.host!, port: url.port ?? 443, protocol: url.scheme, realm: nil,
+                                                authenticationMethod: method),
+            proposedCredential: nil, previousFailureCount: 0, failureResponse: nil, error: nil, sender: RecordingClient.NoSender())
+        let answered = Locked<URLSession.AuthChallengeDisposition?>(nil)
+        sent.listener?.upstreamDidReceiveChallenge(challenge) { disposition, _ in answered.withLock { $0 = disposition } }
+        return answered.withLock { $0 }
+    }
 }
 
 /// A store in a dictionary, as `TieredStore` keeps variants (newest first, one per variant).
@@ -115,18 +130,41 @@ final class FakeStore: RecordStore, @unchecked Sendable {
     func entry(_ key: String) -> CacheEntry? { records.withLock { $0[key]?.variants.first } }
 }
 
-/// A load's client that records its answer.
+/// A load's client that records its answer and, when it forwards challenges to its app (as
+/// Apple's client does), the authentication methods of the challenges it got, each answered with
+/// `appAnswer` — what the app's delegate said.
 final class RecordingLoadClient: LoadClient, @unchecked Sendable {
     // @unchecked: every field is guarded by `state`'s lock; XCTestExpectation is thread-safe.
-    private let state = Locked<(answer: Answer?, outcome: CacheEvent.Outcome?)>((nil, nil))
+    private struct State {
+        var answer: Answer?
+        var outcome: CacheEvent.Outcome?
+        var challenges: [String] = []
+    }
+    private let state = Locked(State())
     let answered = XCTestExpectation(description: "answered")
+    let forwardsChallenges: Bool
+    private let appAnswer: URLSession.AuthChallengeDisposition
+
+    init(forwardsChallenges: Bool = false, appAnswer: URLSession.AuthChallengeDisposition = .performDefaultHandling) {
+        self.forwardsChallenges = forwardsChallenges
+        self.appAnswer = appAnswer
+    }
 
     func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
-        state.withLock { $0 = (answer, outcome) }
+        state.withLock { $0.answer = answer; $0.outcome = outcome }
         answered.fulfill()
     }
 
+    func answer(_ challenge: URLAuthenticationChallenge,
+                reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        guard forwardsChallenges else { return reply(.performDefaultHandling, nil) }
+        state.withLock { $0.challenges.append(challenge.protectionSpace.authenticationMethod) }
+        reply(appAnswer, nil)
+    }
+
     var outcome: CacheEvent.Outcome? { state.withLock { $0.outcome } }
+    /// The authentication methods of the challenges forwarded to the app, in order.
+    var challenges: [String] { state.withLock { $0.challenges } }
 
     /// "200 body", "error -1004", "redirect 302 /x".
     var summary: String {
