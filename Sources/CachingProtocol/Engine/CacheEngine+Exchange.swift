@@ -76,7 +76,7 @@ extension CacheEngine {
                 answer = self.answer(with: entry, for: request, status: status, at: now)
             case .redirect(let target):
                 guard case .success(let received) = result else { preconditionFailure("a redirect without a response") }
-                answer = .redirect(received.head.response, to: target)
+                answer = .redirect(received.head.response, received.body, to: target)
             case .gatewayTimeout(let status):
                 answer = request.urlRequest.url.map { gatewayTimeout(for: $0, status: status) } ?? .failure(URLError(.cannotLoadFromNetwork))
             case .failure(let error):

@@ -73,7 +73,7 @@ extension CachingURLProtocol {
     /// cache's own upstream session.
     ///
     /// Pass `delegate`, the delegate the sessions will have, when it handles authentication
-    /// challenges (a protocol never sees its session's delegate). On Apple platforms:
+    /// challenges or redirects (a protocol never sees its session's delegate). On Apple platforms:
     ///
     /// - **A delegate that implements a challenge method** (`urlSession(_:didReceive:completionHandler:)`
     ///   or the task-level one) judges server trust — certificate pinning, for one. Its sessions
@@ -82,10 +82,16 @@ extension CachingURLProtocol {
     ///   apart from every other session's (by the delegate's type), no stale-while-revalidate in
     ///   the background (the load waits for the revalidation instead), and a server-trust
     ///   challenge no load of theirs can take is cancelled, never given default handling.
+    /// - **A delegate that implements `urlSession(_:task:willPerformHTTPRedirection:newRequest:completionHandler:)`**
+    ///   may refuse a redirect: the protocol reports each redirect and hands the session the 3xx
+    ///   with its body right after, which the session delivers as the task's answer when the
+    ///   delegate refuses. Without it, a redirect is reported and the load then ends as cancelled
+    ///   (as in Apple's CustomHTTPProtocol sample), which a refusal would turn into an error.
     ///
-    /// Without `delegate` the sessions are treated as trusting the system's evaluation. On Linux
-    /// `delegate` changes nothing: swift-corelibs-foundation raises no server-trust challenge to a
-    /// delegate.
+    /// Without `delegate` the sessions are treated as trusting the system's evaluation and
+    /// following every redirect (a task's own delegate is still looked at). On Linux `delegate`
+    /// changes nothing: swift-corelibs-foundation raises no server-trust challenge to a delegate,
+    /// and the protocol asks the task's delegate about redirects itself.
     public static func inject(into sessionConfiguration: URLSessionConfiguration, using configuration: CachingConfiguration? = nil,
                               delegate: (any URLSessionDelegate)? = nil) {
         let engine = configuration.map(Installation.engine(for:))

@@ -193,7 +193,7 @@ public class CachingURLProtocol: URLProtocol {
         case .planned(let load):
             // The client is made only when the load goes on past the lookup: a hit never looks
             // at the app's task.
-            let handle = engine.proceed(load, client: makeClient(delivery))
+            let handle = engine.proceed(load, client: makeClient(delivery, settings: settings))
             state.withLock { $0.loading = handle }
             // Stopped while the load started: it leaves its exchange, so an upstream request
             // nobody waits for is cancelled.
@@ -214,7 +214,7 @@ public class CachingURLProtocol: URLProtocol {
             return handOverToFoundation(task, delivery: delivery)
         }
         #endif
-        let handle = engine.sendUnsafe(CacheRequest(request, key: key), from: settings, client: makeClient(delivery))
+        let handle = engine.sendUnsafe(CacheRequest(request, key: key), from: settings, client: makeClient(delivery, settings: settings))
         state.withLock { $0.loading = handle }
         if delivery.isStopped { handle.cancel() }
     }
@@ -236,10 +236,16 @@ public class CachingURLProtocol: URLProtocol {
 
     // MARK: Delivery
 
-    /// The client of a load that goes on past the lookup, made from the app's task.
-    private func makeClient(_ delivery: ClientDelivery) -> Client {
+    /// The client of a load that goes on past the lookup, made from the app's task and the
+    /// settings of its session.
+    private func makeClient(_ delivery: ClientDelivery, settings: SessionSettings) -> Client {
         #if canImport(FoundationNetworking)
         delivery.learnBodyDelivery(from: task)
+        #else
+        // Who may refuse a redirect this load reports: the session's delegate as the app named it
+        // (`inject(into:using:delegate:)`), or the task's own.
+        delivery.redirectsMayBeRefused = settings.delegate.decidesRedirects
+            || task?.delegate.map { DelegateTraits.decidesRedirects($0) } == true
         #endif
         return Client(delivery: delivery, redirects: delivery.rules.reportsRedirects ? .report : AppTaskRedirects.handling(for: task))
     }

@@ -77,6 +77,25 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
         sent[number].completion(.failure(error))
     }
 
+    /// The origin redirects request `number` with `status` to `location`, before its response:
+    /// returns what the engine decided ("follow", "follow as given", "stop"; nil: not yet).
+    func redirect(_ number: Int, status: Int, to location: URL) -> String? {
+        let sent = self.sent[number]
+        let response = HTTPURLResponse(url: sent.request.url!, statusCode: status, httpVersion: "HTTP/1.1",
+                                       headerFields: ["Location": location.absoluteString])!
+        let decided = Locked<String?>(nil)
+        sent.listener?.upstreamWillRedirect(response, to: URLRequest(url: location)) { decision in
+            let said: String
+            switch decision {
+            case .follow: said = "follow"
+            case .followAsGiven: said = "follow as given"
+            case .stop: said = "stop"
+            }
+            decided.withLock { $0 = said }
+        }
+        return decided.withLock { $0 }
+    }
+
     /// Raises a challenge with `method` on request `number` through the listener the engine gave
     /// it, as the upstream session does before any response (a TLS handshake's server trust);
     /// returns how the engine answered (nil: not yet).
@@ -144,10 +163,13 @@ final class RecordingLoadClient: LoadClient, @unchecked Sendable {
     let answered = XCTestExpectation(description: "answered")
     let forwardsChallenges: Bool
     private let appAnswer: URLSession.AuthChallengeDisposition
+    let redirects: RedirectHandling
 
-    init(forwardsChallenges: Bool = false, appAnswer: URLSession.AuthChallengeDisposition = .performDefaultHandling) {
+    init(forwardsChallenges: Bool = false, appAnswer: URLSession.AuthChallengeDisposition = .performDefaultHandling,
+         redirects: RedirectHandling = .follow) {
         self.forwardsChallenges = forwardsChallenges
         self.appAnswer = appAnswer
+        self.redirects = redirects
     }
 
     func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
@@ -166,12 +188,18 @@ final class RecordingLoadClient: LoadClient, @unchecked Sendable {
     /// The authentication methods of the challenges forwarded to the app, in order.
     var challenges: [String] { state.withLock { $0.challenges } }
 
+    /// The body of a redirect answer (`Answer.redirect`), if that was the answer.
+    var redirectBody: Data? {
+        guard case .redirect(_, let body, _)? = state.withLock({ $0.answer }) else { return nil }
+        return body
+    }
+
     /// "200 body", "error -1004", "redirect 302 /x".
     var summary: String {
         switch state.withLock({ $0.answer }) {
         case .response(let response, let body)?: return "\(response.statusCode) \(String(decoding: body, as: UTF8.self))"
         case .failure(let error)?: return "error \((error as? URLError)?.code.rawValue ?? -1)"
-        case .redirect(let response, let request)?: return "redirect \(response.statusCode) \(request.url?.path ?? "-")"
+        case .redirect(let response, _, let request)?: return "redirect \(response.statusCode) \(request.url?.path ?? "-")"
         case nil: return "no answer"
         }
     }
