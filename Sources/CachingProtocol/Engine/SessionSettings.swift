@@ -7,7 +7,7 @@ import FoundationNetworking
 /// adds to requests, and everything its traffic to the origin must obey (cookie jar and policy,
 /// proxies, TLS, cellular and connectivity rules, connection limits).
 ///
-/// A `URLProtocol` never sees its session, only its class, so ``CachingURLProtocol/inject(into:using:)``
+/// A `URLProtocol` never sees its session, only its class, so `CachingURLProtocol.inject(into:using:delegate:)`
 /// records the settings of each session configuration it is given (`SessionClasses`) and the
 /// protocol reads them back here:
 ///

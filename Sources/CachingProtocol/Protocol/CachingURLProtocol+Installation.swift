@@ -10,7 +10,7 @@ public enum RegistrationStatus: Sendable, Equatable {
     /// `URLSession.shared` was created before the protocol was registered and will never
     /// consult it (swift-corelibs-foundation fixes the shared session's protocol list when the
     /// session is created). Register before anything touches `URLSession.shared`, or use
-    /// ``CachingURLProtocol/inject(into:using:)`` for a session of your own.
+    /// ``CachingURLProtocol/inject(into:using:delegate:)`` for a session of your own.
     case registeredTooLate
 }
 
@@ -18,7 +18,7 @@ extension CachingURLProtocol {
     /// Makes `configuration` the configuration of `URLSession.shared` and registers the
     /// protocol, so the shared session (and, on Apple platforms, `NSURLConnection`) caches from
     /// now on. Call it once, at launch. Sessions given a configuration of their own with
-    /// ``inject(into:using:)`` are not affected; those injected without one follow this one.
+    /// ``inject(into:using:delegate:)`` are not affected; those injected without one follow this one.
     ///
     /// On Linux the shared session only consults classes registered *before* it was created;
     /// this method checks which protocol the shared session would give a request (without
@@ -42,7 +42,7 @@ extension CachingURLProtocol {
         return status
     }
 
-    /// Undoes ``register(_:)`` and every ``inject(into:using:)``: the class is unregistered and
+    /// Undoes ``register(_:)`` and every ``inject(into:using:delegate:)``: the class is unregistered and
     /// every configuration unbound, so all sessions the protocol was injected into load
     /// everything through Foundation from now on. Loads already running finish normally.
     /// Invalidate those sessions and make new ones after injecting again: the protocol classes
@@ -104,7 +104,7 @@ extension CachingURLProtocol {
         sessionConfiguration.protocolClasses = [protocolClass] + others
     }
 
-    /// The configuration ``register(_:)`` installed (or ``inject(into:using:)`` without a
+    /// The configuration ``register(_:)`` installed (or ``inject(into:using:delegate:)`` without a
     /// configuration installed for want of one), or nil.
     public static var configuration: CachingConfiguration? {
         Installation.current?.configuration

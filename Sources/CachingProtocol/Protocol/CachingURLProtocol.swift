@@ -6,7 +6,7 @@ import FoundationNetworking
 /// The `URLProtocol` that gives URLSession transparent, MKNetworkKit-style HTTP caching.
 ///
 /// Install it once at launch, with ``register(_:)`` for `URLSession.shared` or with
-/// ``inject(into:using:)`` for sessions the app builds; from then on every GET those sessions
+/// ``inject(into:using:delegate:)`` for sessions the app builds; from then on every GET those sessions
 /// make is answered from ``CachingURLCache`` when the ``CachingPolicy`` allows, revalidated with
 /// a conditional request when it must be, and fetched otherwise. The app's completion handlers,
 /// delegates and `async` calls see ordinary responses with the origin's status and headers.
@@ -19,12 +19,15 @@ import FoundationNetworking
 /// WebSocket tasks.
 ///
 /// What the app's session decides stays its own: its delegate answers authentication challenges
-/// and decides redirects, its cookie jar and cookie policy apply, and so do its other settings
-/// (see `SessionSettings`). Every answer carries a `Cache-Status` header (RFC 9211) unless
+/// and decides redirects, its cookie jar, cookie policy and credential storage apply, and so do its
+/// other settings (see `SessionSettings`). On Apple platforms a delegate that pins certificates or
+/// refuses redirects must be named to ``inject(into:using:delegate:)``, since a protocol never sees
+/// its session's delegate (type-checked and tested on Linux with Apple's rules; not run on an
+/// Apple platform). Every answer carries a `Cache-Status` header (RFC 9211) unless
 /// ``CachingConfiguration/addsCacheStatus`` is off; it is the one header the layer adds.
 ///
 /// Foundation creates and drives the instances; apps never do. (Sessions configured with
-/// ``inject(into:using:)`` may get a subclass of their own that carries the configuration's
+/// ``inject(into:using:delegate:)`` may get a subclass of their own that carries the configuration's
 /// settings; see `SessionClasses`.)
 public class CachingURLProtocol: URLProtocol {
 
