@@ -18,7 +18,7 @@ public enum RevalidationStrategy: Sendable, Equatable {
 ///
 /// Each configuration is a cache installation of its own, with its own counters
 /// (``statistics``) and offline switch (``isOffline``):
-/// ``CachingURLProtocol/inject(into:using:)`` binds it to the sessions made from one
+/// ``CachingURLProtocol/inject(into:using:delegate:)`` binds it to the sessions made from one
 /// `URLSessionConfiguration`, and ``CachingURLProtocol/register(_:)`` makes it the
 /// configuration of `URLSession.shared`. Injecting one configuration into several session
 /// configurations (or registering it too) shares that installation between their sessions;

@@ -12,8 +12,9 @@ enum Answer: @unchecked Sendable {
     /// `LoadClient.receiveHead` and `receiveChunk`, this only ends the load.)
     case response(HTTPURLResponse, Data)
     /// The origin redirected and the client reports redirects to its app rather than having
-    /// them followed (`RedirectHandling.report`): the app's session decides and loads `request`.
-    case redirect(HTTPURLResponse, to: URLRequest)
+    /// them followed (`RedirectHandling.report`): the app's session decides and loads `request`,
+    /// or, when its delegate refuses, takes the 3xx and its body (the `Data`) as the answer.
+    case redirect(HTTPURLResponse, Data, to: URLRequest)
     /// An error.
     case failure(Error)
 }
@@ -51,6 +52,9 @@ protocol LoadClient: Sendable {
     /// client forwards it to the app), or with default handling.
     func answer(_ challenge: URLAuthenticationChallenge,
                 reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
+    /// Whether `answer` passes challenges to the app (Apple's client does; otherwise it gives
+    /// them default handling).
+    var forwardsChallenges: Bool { get }
 }
 
 extension LoadClient {
@@ -62,4 +66,5 @@ extension LoadClient {
                 reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         reply(.performDefaultHandling, nil)
     }
+    var forwardsChallenges: Bool { false }
 }

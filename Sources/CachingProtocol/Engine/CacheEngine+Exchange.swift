@@ -13,9 +13,11 @@ extension CacheEngine {
     }
 
     /// Runs `plan` for `request` from an app session with `settings`; `waiting` nil starts a
-    /// background exchange nobody waits for. Call it on the engine's queue (every caller is there
-    /// already), where an upstream task may be created.
+    /// background exchange nobody waits for — never for a session whose delegate judges server
+    /// trust (no load of it could take the challenge). Call it on the engine's queue (every
+    /// caller is there already), where an upstream task may be created.
     func exchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?) {
+        if load == nil, settings.judgesServerTrust { return }
         guard case .started(let exchange) = exchanges.start(plan, for: request, from: settings, load: load,
                                                             collapses: configuration.collapsesRequests) else { return }
         // A GET, or a POST a rule declares cacheable (`CachingRule.cachePOST`), or an unsafe method.
@@ -75,7 +77,7 @@ extension CacheEngine {
                 answer = self.answer(with: entry, for: request, status: status, at: now)
             case .redirect(let target):
                 guard case .success(let received) = result else { preconditionFailure("a redirect without a response") }
-                answer = .redirect(received.head.response, to: target)
+                answer = .redirect(received.head.response, received.body, to: target)
             case .gatewayTimeout(let status):
                 answer = request.urlRequest.url.map { gatewayTimeout(for: $0, status: status) } ?? .failure(URLError(.cannotLoadFromNetwork))
             case .failure(let error):
@@ -180,6 +182,10 @@ extension CacheEngine {
 /// decides redirects and answers challenges (a background exchange follows redirects and gives
 /// challenges default handling), and every waiting load that takes bodies as they arrive gets
 /// the response head and its body's pieces. It also keeps the exchange's `Trip`.
+///
+/// A server-trust challenge for a session whose delegate judges trust is never given default
+/// handling: it goes to the starting load's client, or, when that client cannot pass it to the
+/// app (or nobody waits), it is cancelled, so nothing from that connection is stored or served.
 final class ExchangeListener: UpstreamListener {
     private let engine: CacheEngine
     private let exchange: Exchange
@@ -243,7 +249,11 @@ final class ExchangeListener: UpstreamListener {
 
     func upstreamDidReceiveChallenge(_ challenge: URLAuthenticationChallenge,
                                      answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
-        guard let starter else { return answer(.performDefaultHandling, nil) }
+        let judgedByTheApp = exchange.id.settings.judgesServerTrust
+            && challenge.protectionSpace.authenticationMethod == serverTrustAuthenticationMethod
+        guard let starter, !judgedByTheApp || starter.client.forwardsChallenges else {
+            return answer(judgedByTheApp ? .cancelAuthenticationChallenge : .performDefaultHandling, nil)
+        }
         starter.client.answer(challenge, reply: answer)
     }
 

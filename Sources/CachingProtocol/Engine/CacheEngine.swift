@@ -98,8 +98,9 @@ final class CacheEngine: Sendable {
     /// Whether the protocol takes a request for one byte range: when the policy stores partial
     /// content (`storesPartialContent`), so that the answer can be stored, or else when the store
     /// can answer it now (and Foundation sends it otherwise). Counts nothing.
-    func takesRangeRequest(_ request: CacheRequest) -> Bool {
+    func takesRangeRequest(_ request: CacheRequest, from settings: SessionSettings) -> Bool {
         if policy(for: request).storesPartialContent { return true }
+        let request = settings.partitioned(request)
         // Most ranges are for URLs with nothing stored: say so without reading or deciding.
         guard store.mayContainRecord(forKey: request.key) else { return false }
         if case .answerStored = plan(for: request, record: store.peek(request.key)).plan { return true }
@@ -139,6 +140,7 @@ final class CacheEngine: Sendable {
     /// load client and never looks at the app's task.
     func start(_ request: CacheRequest, from settings: SessionSettings) -> Start {
         let started = DispatchTime.now()
+        let request = settings.partitioned(request)
         switch store.lookup(request.key) {
         case .deferred:
             return .planned(PlannedLoad(request: request, settings: settings, plan: nil, started: started))
@@ -194,6 +196,11 @@ final class CacheEngine: Sendable {
             deliver(answer(with: entry, for: load.request, status: status, at: now), to: load, outcome: isStale ? .staleHit : .hit,
                     trip: .noNetwork)
         case .answerStaleAndRevalidate(let entry, let conditions):
+            if load.settings.judgesServerTrust {
+                // A revalidation nobody waits for would meet the origin's certificate with nobody
+                // of the app's to judge it: this load waits for it instead, and its delegate judges.
+                return exchange(.revalidate(entry, conditions), for: load)
+            }
             var status = CacheStatus.hit(entry, stale: true, at: now)
             status.detail = "stale-while-revalidate"
             // Counted before the app gets its answer, so `background` covers the revalidation from

@@ -7,7 +7,7 @@ import FoundationNetworking
 /// adds to requests, and everything its traffic to the origin must obey (cookie jar and policy,
 /// proxies, TLS, cellular and connectivity rules, connection limits).
 ///
-/// A `URLProtocol` never sees its session, only its class, so ``CachingURLProtocol/inject(into:using:)``
+/// A `URLProtocol` never sees its session, only its class, so `CachingURLProtocol.inject(into:using:delegate:)`
 /// records the settings of each session configuration it is given (`SessionClasses`) and the
 /// protocol reads them back here:
 ///
@@ -28,9 +28,24 @@ struct SessionSettings: Sendable, Hashable {
     /// compared instead of the configuration object (which compares by identity).
     private var fingerprint: Fingerprint { recorded.fingerprint }
 
-    /// The settings of a session made from `configuration`.
-    init(_ configuration: URLSessionConfiguration) {
-        recorded = RecordedConfiguration(configuration: configuration.copy() as! URLSessionConfiguration)
+    /// The settings of a session made from `configuration`, whose delegate has `delegate`'s traits.
+    init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits = .none) {
+        recorded = RecordedConfiguration(configuration: configuration.copy() as! URLSessionConfiguration, delegate: delegate)
+    }
+
+    /// What the session's delegate decides that the cache must know of (`DelegateTraits`).
+    var delegate: DelegateTraits { fingerprint.delegate }
+
+    /// Whether the session's delegate judges server trust: then no answer reaches its sessions
+    /// unless the connection's challenge reached one of their loads (no background revalidation,
+    /// no answer shared or stored for sessions judged otherwise; `CacheEngine`).
+    var judgesServerTrust: Bool { fingerprint.delegate.trustJudge != nil }
+
+    /// `request` as the store must see it for this session: a session whose delegate judges
+    /// trust finds only answers fetched for sessions with the same judge (`CacheRequest.judged(by:)`).
+    func partitioned(_ request: CacheRequest) -> CacheRequest {
+        guard let judge = fingerprint.delegate.trustJudge else { return request }
+        return request.judged(by: judge)
     }
 
     /// The settings of `URLSessionConfiguration.default`: those of `URLSession.shared`, and of
@@ -105,8 +120,11 @@ struct SessionSettings: Sendable, Hashable {
     /// - `protocolClasses` leave the caching protocol out (`isCachingProtocol`): the cache never
     ///   intercepts its own traffic;
     /// - no `urlCache`, and `reloadIgnoringLocalCacheData`: the cache is this layer;
-    /// - no `urlCredentialStorage`: challenges go back to the app's session, which answers them
-    ///   with its own storage and delegate (see `UpstreamClient`);
+    /// - the app's `urlCredentialStorage` is kept: a challenge the app answers with default
+    ///   handling finds the credentials its own session would find, the challenge forwarded to it
+    ///   proposes the same stored credential, and a credential used is saved where the app's
+    ///   session would save it. Answers fetched with a credential on the way are never stored nor
+    ///   shared (`UpstreamClient`: `ResponseRoute.answeredWithCredential`);
     /// - no `httpAdditionalHeaders`: `apply(to:)` put them on the request already;
     /// - on Apple, `httpShouldSetCookies` off: `apply(to:)` put the cookies on the request, and
     ///   each redirect hop comes back through the protocol, which adds the jar's cookies again.
@@ -117,7 +135,6 @@ struct SessionSettings: Sendable, Hashable {
         configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { !isCachingProtocol($0) }
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.urlCredentialStorage = nil
         configuration.httpAdditionalHeaders = nil
         if Self.addsSessionCookies { configuration.httpShouldSetCookies = false }
         return configuration
@@ -144,9 +161,9 @@ private final class RecordedConfiguration: @unchecked Sendable {
     /// the default cache policy: then `apply(to:)` has nothing to change but cookies.
     let keepsRequestDefaults: Bool
 
-    init(configuration: URLSessionConfiguration) {
+    init(configuration: URLSessionConfiguration, delegate: DelegateTraits) {
         self.configuration = configuration
-        fingerprint = Fingerprint(configuration)
+        fingerprint = Fingerprint(configuration, delegate: delegate)
         fingerprintHash = fingerprint.hashValue
         keepsRequestDefaults = fingerprint.additionalHeaders.isEmpty
             && (fingerprint.timeoutIntervalForRequest <= 0 || fingerprint.timeoutIntervalForRequest == SessionSettings.defaultTimeout)
@@ -161,6 +178,8 @@ private struct Fingerprint: Hashable {
     var timeoutIntervalForResource: TimeInterval
     var requestCachePolicy: UInt
     var cookieStorage: ObjectIdentifier?
+    /// The credential storage the upstream session shares with the app's (`upstreamConfiguration`).
+    var credentialStorage: ObjectIdentifier?
     var cookieAcceptPolicy: UInt
     var shouldSetCookies: Bool
     var allowsCellularAccess: Bool
@@ -170,8 +189,11 @@ private struct Fingerprint: Hashable {
     var proxies: String
     /// Apple-only settings, described.
     var platform: String
+    /// What the session's delegate decides (trust, redirects).
+    var delegate: DelegateTraits
 
-    init(_ configuration: URLSessionConfiguration) {
+    init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits) {
+        self.delegate = delegate
         for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
             guard let name = name as? String else { continue }
             additionalHeaders[name] = (value as? String) ?? String(describing: value)
@@ -180,6 +202,7 @@ private struct Fingerprint: Hashable {
         timeoutIntervalForResource = configuration.timeoutIntervalForResource
         requestCachePolicy = configuration.requestCachePolicy.rawValue
         cookieStorage = configuration.httpCookieStorage.map(ObjectIdentifier.init)
+        credentialStorage = configuration.urlCredentialStorage.map(ObjectIdentifier.init)
         cookieAcceptPolicy = configuration.httpCookieAcceptPolicy.rawValue
         shouldSetCookies = configuration.httpShouldSetCookies
         allowsCellularAccess = configuration.allowsCellularAccess

@@ -248,8 +248,18 @@ private struct Transfer {
 /// whole response over.
 private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
     private let transfers = Locked<[Int: Transfer]>([:])
+    /// Origins ("scheme://host:port") whose challenges this session answered with a credential
+    /// of the app's (`CredentialUse`): the session may send it again unasked (Apple reuses a
+    /// credential for a protection space it authenticated), so every later answer from them is
+    /// treated as fetched with it.
+    private let authenticatedOrigins = Locked<Set<String>>([])
 
     func register(_ task: URLSessionTask, transfer: Transfer) {
+        var transfer = transfer
+        if let origin = task.originalRequest?.url.flatMap(CredentialUse.origin(of:)),
+           authenticatedOrigins.withLock({ $0.contains(origin) }) {
+            transfer.answeredWithCredential = true
+        }
         transfers.withLock { $0[task.taskIdentifier] = transfer }
     }
 
@@ -321,13 +331,19 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
             transfer.completion(.success(transfer.finished(with: response)))
             return
         }
-        guard let listener = transfer.listener else { return completionHandler(.performDefaultHandling, nil) }
-        listener.upstreamDidReceiveChallenge(challenge) { [transfers] disposition, credential in
-            if disposition == .useCredential, credential != nil {
+        // Read here: a challenge is not Sendable.
+        let method = challenge.protectionSpace.authenticationMethod
+        let origin = CredentialUse.origin(of: challenge.protectionSpace)
+        let answer: @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void = {
+            [transfers, authenticatedOrigins] disposition, credential in
+            if CredentialUse.carriesCredential(method, disposition, credential) {
                 transfers.withLock { $0[task.taskIdentifier]?.answeredWithCredential = true }
+                if let origin { authenticatedOrigins.withLock { _ = $0.insert(origin) } }
             }
             completionHandler(disposition, credential)
         }
+        guard let listener = transfer.listener else { return answer(.performDefaultHandling, nil) }
+        listener.upstreamDidReceiveChallenge(challenge, answer: answer)
     }
 
     func urlSession(
@@ -370,3 +386,44 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         transfer.completion(.success(transfer.finished(with: response)))
     }
 }
+
+/// Which answers to a challenge put a credential of the app's on the upstream request, so that
+/// the response belongs to that credential (`ResponseRoute.answeredWithCredential`: never stored,
+/// never handed to loads that joined).
+enum CredentialUse {
+    /// HTTP authentication and client certificates answered with a credential, or with default
+    /// handling, which takes one from the credential storage the upstream session shares with the
+    /// app's session (`SessionSettings.upstreamConfiguration`). Accepting a server's certificate
+    /// (server trust) says nothing about who asks, and a cancelled or rejected challenge sends
+    /// nothing.
+    static func carriesCredential(_ authenticationMethod: String, _ disposition: URLSession.AuthChallengeDisposition,
+                                  _ credential: URLCredential?) -> Bool {
+        guard authenticationMethod != serverTrustAuthenticationMethod else { return false }
+        switch disposition {
+        case .useCredential: return credential != nil
+        case .performDefaultHandling: return true
+        default: return false
+        }
+    }
+
+    /// "scheme://host:port" of a protection space (nil for a proxy's: it is not an origin).
+    static func origin(of space: URLProtectionSpace) -> String? {
+        guard !space.isProxy(), let scheme = space.protocol else { return nil }
+        return "\(scheme.lowercased())://\(space.host.lowercased()):\(space.port)"
+    }
+
+    /// "scheme://host:port" of a URL, with the scheme's default port.
+    static func origin(of url: URL) -> String? {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
+        return "\(scheme)://\(host):\(url.port ?? (scheme == "https" ? 443 : 80))"
+    }
+}
+
+/// `NSURLAuthenticationMethodServerTrust`, which swift-corelibs-foundation declares unavailable
+/// (with this value): it raises no server-trust challenge, libcurl checks certificates against the
+/// system's CA bundle itself.
+#if canImport(FoundationNetworking)
+let serverTrustAuthenticationMethod = "NSURLAuthenticationMethodServerTrust"
+#else
+let serverTrustAuthenticationMethod = NSURLAuthenticationMethodServerTrust
+#endif

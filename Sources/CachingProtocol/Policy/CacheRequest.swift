@@ -75,7 +75,15 @@ package struct CacheRequest: @unchecked Sendable {
     package let key: String
     let directives: CacheControl
     let mode: Mode
-    package let credentialFingerprint: UInt64?
+    /// What keeps answers apart beyond the URL and `Vary`: a fingerprint of the credentials the
+    /// request carries and, for a session whose delegate judges server trust, of that judge
+    /// (`judged(by:)`); nil for an anonymous request of a session the system's trust evaluation
+    /// serves. Stored with each answer; only a request with the same fingerprint is answered
+    /// with it.
+    package private(set) var credentialFingerprint: UInt64?
+    /// Whether the request carries credentials (`Authorization` or `Cookie`): an answer to it is
+    /// stored only when the policy allows (RFC 9111 §3.5).
+    let sendsCredentials: Bool
     /// The byte range the request asks for, when it asks for one (see `RequestDisposition.range`).
     let byteRange: ByteRange?
 
@@ -97,7 +105,19 @@ package struct CacheRequest: @unchecked Sendable {
         default: mode = .normal
         }
         credentialFingerprint = Self.credentialFingerprint(authorization: facts.authorization, cookie: facts.cookie)
+        sendsCredentials = credentialFingerprint != nil
         byteRange = facts.range.flatMap(ByteRange.init)
+    }
+
+    /// The request as the session of a delegate that judges server trust makes it: its answers
+    /// are kept apart from those fetched for sessions judged otherwise (the system's evaluation,
+    /// or another delegate), which were fetched over connections this judge never saw.
+    /// `judge` names the delegate's type (`DelegateTraits.trustJudge`), so the partition is the
+    /// same in the next launch.
+    func judged(by judge: String) -> CacheRequest {
+        var judged = self
+        judged.credentialFingerprint = StableHash.hash("trust\u{0}\(judge)\u{0}\(credentialFingerprint.map(String.init) ?? "")")
+        return judged
     }
 
     /// The value of a request header field (for `Vary`).

@@ -216,8 +216,8 @@ extension CachingPolicy {
 
     /// Whether the stored variant `entry` may answer `request` (see `matchingVariant`): it was
     /// fetched with the same credentials (`Authorization`, `Cookie`; or none), so one user's
-    /// answer never reaches another, nor an anonymous answer a signed-in user; and its `Vary`
-    /// values match.
+    /// answer never reaches another, nor an anonymous answer a signed-in user — and for a session
+    /// judged by the same trust judge (`CacheRequest.judged(by:)`); and its `Vary` values match.
     static func variant(_ entry: CacheEntry, matches request: CacheRequest) -> Bool {
         entry.credentialFingerprint == request.credentialFingerprint
             && entry.varyFields.allSatisfy { field in

@@ -10,8 +10,9 @@ package struct ResponseRoute: Sendable, Equatable {
     package var redirectStatuses: [Int]
     /// A redirect on the way set a cookie: the final response may depend on it.
     package var cookieSetOnTheWay: Bool
-    /// The app answered an authentication challenge with a credential on the way: the response
-    /// belongs to that credential, which the request's fingerprint does not show.
+    /// A credential of the app's went with the request on the way — the app answered a challenge
+    /// with one, or the upstream session took one from the app's credential storage — so the
+    /// response belongs to that credential, which the request's fingerprint does not show.
     package var answeredWithCredential: Bool
 
     package init(redirectStatuses: [Int] = [], cookieSetOnTheWay: Bool = false, answeredWithCredential: Bool = false) {
@@ -70,7 +71,7 @@ extension CachingPolicy {
         if let vary = headers["Vary"], HTTPHeaders.listMembers(vary[...]).contains("*") {
             return .doNotStore(reason: "Vary: *")
         }
-        if request.credentialFingerprint != nil, !storesCredentialedResponses, !directives.isPublic {
+        if request.sendsCredentials, !storesCredentialedResponses, !directives.isPublic {
             return .doNotStore(reason: "credentials without public")
         }
 

@@ -10,7 +10,7 @@ public enum RegistrationStatus: Sendable, Equatable {
     /// `URLSession.shared` was created before the protocol was registered and will never
     /// consult it (swift-corelibs-foundation fixes the shared session's protocol list when the
     /// session is created). Register before anything touches `URLSession.shared`, or use
-    /// ``CachingURLProtocol/inject(into:using:)`` for a session of your own.
+    /// ``CachingURLProtocol/inject(into:using:delegate:)`` for a session of your own.
     case registeredTooLate
 }
 
@@ -18,7 +18,7 @@ extension CachingURLProtocol {
     /// Makes `configuration` the configuration of `URLSession.shared` and registers the
     /// protocol, so the shared session (and, on Apple platforms, `NSURLConnection`) caches from
     /// now on. Call it once, at launch. Sessions given a configuration of their own with
-    /// ``inject(into:using:)`` are not affected; those injected without one follow this one.
+    /// ``inject(into:using:delegate:)`` are not affected; those injected without one follow this one.
     ///
     /// On Linux the shared session only consults classes registered *before* it was created;
     /// this method checks which protocol the shared session would give a request (without
@@ -42,7 +42,7 @@ extension CachingURLProtocol {
         return status
     }
 
-    /// Undoes ``register(_:)`` and every ``inject(into:using:)``: the class is unregistered and
+    /// Undoes ``register(_:)`` and every ``inject(into:using:delegate:)``: the class is unregistered and
     /// every configuration unbound, so all sessions the protocol was injected into load
     /// everything through Foundation from now on. Loads already running finish normally.
     /// Invalidate those sessions and make new ones after injecting again: the protocol classes
@@ -69,19 +69,42 @@ extension CachingURLProtocol {
     /// The session configuration's `httpAdditionalHeaders` and `timeoutIntervalForRequest` are
     /// applied to the session's requests by the protocol (on Linux Foundation would only add
     /// them after the protocol took the request): inject after setting them. Other session
-    /// settings (cookie storage, proxies, TLS, connection limits) are those of the cache's own
-    /// upstream session.
-    public static func inject(into sessionConfiguration: URLSessionConfiguration, using configuration: CachingConfiguration? = nil) {
+    /// settings (cookie and credential storage, proxies, TLS, connection limits) are those of the
+    /// cache's own upstream session.
+    ///
+    /// Pass `delegate`, the delegate the sessions will have, when it handles authentication
+    /// challenges or redirects (a protocol never sees its session's delegate). On Apple platforms:
+    ///
+    /// - **A delegate that implements a challenge method** (`urlSession(_:didReceive:completionHandler:)`
+    ///   or the task-level one) judges server trust — certificate pinning, for one. Its sessions
+    ///   then get answers only from connections whose server-trust challenge reached it through
+    ///   one of their loads: an upstream session and exchanges of their own, stored answers kept
+    ///   apart from every other session's (by the delegate's type), no stale-while-revalidate in
+    ///   the background (the load waits for the revalidation instead), and a server-trust
+    ///   challenge no load of theirs can take is cancelled, never given default handling.
+    /// - **A delegate that implements `urlSession(_:task:willPerformHTTPRedirection:newRequest:completionHandler:)`**
+    ///   may refuse a redirect: the protocol reports each redirect and hands the session the 3xx
+    ///   with its body right after, which the session delivers as the task's answer when the
+    ///   delegate refuses. Without it, a redirect is reported and the load then ends as cancelled
+    ///   (as in Apple's CustomHTTPProtocol sample), which a refusal would turn into an error.
+    ///
+    /// Without `delegate` the sessions are treated as trusting the system's evaluation and
+    /// following every redirect (a task's own delegate is still looked at). On Linux `delegate`
+    /// changes nothing: swift-corelibs-foundation raises no server-trust challenge to a delegate,
+    /// and the protocol asks the task's delegate about redirects itself.
+    public static func inject(into sessionConfiguration: URLSessionConfiguration, using configuration: CachingConfiguration? = nil,
+                              delegate: (any URLSessionDelegate)? = nil) {
         let engine = configuration.map(Installation.engine(for:))
         if configuration == nil, Installation.current == nil {
             Installation.install(CachingConfiguration())
         }
-        let protocolClass: AnyClass = SessionClasses.protocolClass(for: SessionSettings(sessionConfiguration), engine: engine)
+        let settings = SessionSettings(sessionConfiguration, delegate: DelegateTraits.of(delegate))
+        let protocolClass: AnyClass = SessionClasses.protocolClass(for: settings, engine: engine)
         let others = (sessionConfiguration.protocolClasses ?? []).filter { !($0 is CachingURLProtocol.Type) }
         sessionConfiguration.protocolClasses = [protocolClass] + others
     }
 
-    /// The configuration ``register(_:)`` installed (or ``inject(into:using:)`` without a
+    /// The configuration ``register(_:)`` installed (or ``inject(into:using:delegate:)`` without a
     /// configuration installed for want of one), or nil.
     public static var configuration: CachingConfiguration? {
         Installation.current?.configuration

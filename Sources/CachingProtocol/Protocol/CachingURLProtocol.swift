@@ -6,7 +6,7 @@ import FoundationNetworking
 /// The `URLProtocol` that gives URLSession transparent, MKNetworkKit-style HTTP caching.
 ///
 /// Install it once at launch, with ``register(_:)`` for `URLSession.shared` or with
-/// ``inject(into:using:)`` for sessions the app builds; from then on every GET those sessions
+/// ``inject(into:using:delegate:)`` for sessions the app builds; from then on every GET those sessions
 /// make is answered from ``CachingURLCache`` when the ``CachingPolicy`` allows, revalidated with
 /// a conditional request when it must be, and fetched otherwise. The app's completion handlers,
 /// delegates and `async` calls see ordinary responses with the origin's status and headers.
@@ -19,12 +19,15 @@ import FoundationNetworking
 /// WebSocket tasks.
 ///
 /// What the app's session decides stays its own: its delegate answers authentication challenges
-/// and decides redirects, its cookie jar and cookie policy apply, and so do its other settings
-/// (see `SessionSettings`). Every answer carries a `Cache-Status` header (RFC 9211) unless
+/// and decides redirects, its cookie jar, cookie policy and credential storage apply, and so do its
+/// other settings (see `SessionSettings`). On Apple platforms a delegate that pins certificates or
+/// refuses redirects must be named to ``inject(into:using:delegate:)``, since a protocol never sees
+/// its session's delegate (type-checked and tested on Linux with Apple's rules; not run on an
+/// Apple platform). Every answer carries a `Cache-Status` header (RFC 9211) unless
 /// ``CachingConfiguration/addsCacheStatus`` is off; it is the one header the layer adds.
 ///
 /// Foundation creates and drives the instances; apps never do. (Sessions configured with
-/// ``inject(into:using:)`` may get a subclass of their own that carries the configuration's
+/// ``inject(into:using:delegate:)`` may get a subclass of their own that carries the configuration's
 /// settings; see `SessionClasses`.)
 public class CachingURLProtocol: URLProtocol {
 
@@ -110,7 +113,7 @@ public class CachingURLProtocol: URLProtocol {
             // When the policy stores partial content, or a stored response answers it now;
             // otherwise Foundation sends it.
             guard let key = CacheKey.make(for: request) else { return false }
-            return engine.takesRangeRequest(CacheRequest(request, key: key, facts: facts))
+            return engine.takesRangeRequest(CacheRequest(request, key: key, facts: facts), from: settings)
         case .passThrough:
             return false
         case .invalidate:
@@ -125,11 +128,15 @@ public class CachingURLProtocol: URLProtocol {
 
     #if !canImport(FoundationNetworking)
     /// Data tasks only: download, upload, stream and WebSocket tasks are left to the system
-    /// (their bodies go to files and streams, which a cache in front of them would buffer).
+    /// (their bodies go to files and streams, which a cache in front of them would buffer). So is
+    /// a task whose own delegate (`URLSessionTask.delegate`, the `delegate:` of the `async` calls)
+    /// implements a challenge method: it judges server trust for that task alone, and an answer
+    /// fetched or stored for others would reach it from a connection it never judged.
     public override class func canInit(with task: URLSessionTask) -> Bool {
         guard task is URLSessionDataTask, !(task is URLSessionUploadTask), let request = task.currentRequest else {
             return false
         }
+        if let own = task.delegate, DelegateTraits.judgesTrust(own) { return false }
         return canInit(with: request)
     }
     #endif
@@ -195,7 +202,7 @@ public class CachingURLProtocol: URLProtocol {
         case .planned(let load):
             // The client is made only when the load goes on past the lookup: a hit never looks
             // at the app's task.
-            let handle = engine.proceed(load, client: makeClient(delivery))
+            let handle = engine.proceed(load, client: makeClient(delivery, settings: settings))
             state.withLock { $0.loading = handle }
             // Stopped while the load started: it leaves its exchange, so an upstream request
             // nobody waits for is cancelled.
@@ -245,7 +252,7 @@ public class CachingURLProtocol: URLProtocol {
             return handOverToFoundation(task, delivery: delivery)
         }
         #endif
-        let handle = engine.sendUnsafe(CacheRequest(request, key: key), from: settings, client: makeClient(delivery))
+        let handle = engine.sendUnsafe(CacheRequest(request, key: key), from: settings, client: makeClient(delivery, settings: settings))
         state.withLock { $0.loading = handle }
         if delivery.isStopped { handle.cancel() }
     }
@@ -267,10 +274,16 @@ public class CachingURLProtocol: URLProtocol {
 
     // MARK: Delivery
 
-    /// The client of a load that goes on past the lookup, made from the app's task.
-    private func makeClient(_ delivery: ClientDelivery) -> Client {
+    /// The client of a load that goes on past the lookup, made from the app's task and the
+    /// settings of its session.
+    private func makeClient(_ delivery: ClientDelivery, settings: SessionSettings) -> Client {
         #if canImport(FoundationNetworking)
         delivery.learnBodyDelivery(from: task)
+        #else
+        // Who may refuse a redirect this load reports: the session's delegate as the app named it
+        // (`inject(into:using:delegate:)`), or the task's own.
+        delivery.redirectsMayBeRefused = settings.delegate.decidesRedirects
+            || task?.delegate.map { DelegateTraits.decidesRedirects($0) } == true
         #endif
         return Client(delivery: delivery, redirects: delivery.rules.reportsRedirects ? .report : AppTaskRedirects.handling(for: task))
     }
@@ -298,5 +311,7 @@ public class CachingURLProtocol: URLProtocol {
                     reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
             delivery.forward(challenge, reply: reply)
         }
+
+        var forwardsChallenges: Bool { delivery.rules.forwardsChallenges }
     }
 }

@@ -67,6 +67,8 @@ final class ClientDelivery: Sendable {
         /// The response went to the client already (streamed): the answer only ends the load.
         var sentHead = false
         var bodyDelivery: BodyDelivery
+        /// Someone in the app may refuse a reported redirect (`redirectsMayBeRefused`).
+        var redirectsMayBeRefused = false
         /// The protocol instance, for the client calls (weak: the protocol holds this object).
         weak var owner: URLProtocol?
     }
@@ -97,6 +99,16 @@ final class ClientDelivery: Sendable {
         set { state.withLock { $0.bodyDelivery = newValue } }
     }
 
+    /// Whether the app's session may refuse a redirect this load reports (`rules.reportsRedirects`):
+    /// its delegate, or the task's own, implements the redirect method. Then the report is
+    /// followed by the 3xx's response, its body and the end, which the session delivers as the
+    /// task's answer when its delegate refuses and drops when it follows; otherwise by the
+    /// cancellation of Apple's CustomHTTPProtocol sample. Set it before the answer comes.
+    var redirectsMayBeRefused: Bool {
+        get { state.withLock { $0.redirectsMayBeRefused } }
+        set { state.withLock { $0.redirectsMayBeRefused = newValue } }
+    }
+
     #if canImport(FoundationNetworking)
     /// Learns how the app's task takes bodies (Linux): a task with a delegate streams, the
     /// delegate of an `async` call gets the pieces besides the whole result, everything else
@@ -116,7 +128,8 @@ final class ClientDelivery: Sendable {
     // MARK: Deliveries
 
     /// Hands the answer to the client and ends the load: the response (unless streamed
-    /// already), the body (in one `didLoad`), the end; or a redirect report; or the error.
+    /// already), the body (in one `didLoad`), the end; or a redirect report (with the 3xx, its body
+    /// and the end when it may be refused, `redirectsMayBeRefused`); or the error.
     /// `onCallingThread`: the caller is `startLoading` itself, where the client may be called
     /// at once (a fresh hit takes no hop).
     func deliver(_ answer: Answer, onCallingThread: Bool = false) {
@@ -131,11 +144,23 @@ final class ClientDelivery: Sendable {
                     to.client.urlProtocol(to.owner, didLoad: body)
                 }
                 to.client.urlProtocolDidFinishLoading(to.owner)
-            case .redirect(let response, let request):
-                // As Apple's CustomHTTPProtocol sample does: report, then end this load as
-                // cancelled; the app's session asks its delegate and starts the next load.
+            case .redirect(let response, let body, let request):
                 to.client.urlProtocol(to.owner, wasRedirectedTo: request, redirectResponse: response)
-                to.client.urlProtocol(to.owner, didFailWithError: NSError(domain: NSCocoaErrorDomain, code: CocoaError.userCancelled.rawValue))
+                if to.redirectsMayBeRefused {
+                    // The session asks its delegate on its delegate queue meanwhile. Refusing, it
+                    // goes on with this load and delivers the 3xx and its body (Apple's documentation
+                    // of `willPerformHTTPRedirection`); following, it stops this load and starts the
+                    // next. Nothing tells a protocol of a refusal, so the 3xx cannot wait for one: it
+                    // follows the report in the same client-thread turn (as OHHTTPStubs does).
+                    to.client.urlProtocol(to.owner, didReceive: response, cacheStoragePolicy: .notAllowed)
+                    if !body.isEmpty { to.client.urlProtocol(to.owner, didLoad: body) }
+                    to.client.urlProtocolDidFinishLoading(to.owner)
+                } else {
+                    // Nobody can refuse: as Apple's CustomHTTPProtocol sample does, report, then
+                    // end this load as cancelled; the session starts the next load.
+                    to.client.urlProtocol(to.owner, didFailWithError: NSError(domain: NSCocoaErrorDomain,
+                                                                              code: CocoaError.userCancelled.rawValue))
+                }
             case .failure(let error):
                 to.client.urlProtocol(to.owner, didFailWithError: error)
             }
@@ -198,6 +223,7 @@ final class ClientDelivery: Sendable {
         /// The response went to the client before this delivery.
         let sentHead: Bool
         let bodyDelivery: BodyDelivery
+        let redirectsMayBeRefused: Bool
         #if canImport(FoundationNetworking)
         let asyncTaskDelegate: AsyncTaskDelegate?
         #endif
@@ -233,9 +259,10 @@ final class ClientDelivery: Sendable {
                 guard !state.isStopped, let owner = state.owner, let client = owner.client else { return nil }
                 #if canImport(FoundationNetworking)
                 let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead, bodyDelivery: state.bodyDelivery,
-                                          asyncTaskDelegate: asyncTaskDelegate)
+                                          redirectsMayBeRefused: state.redirectsMayBeRefused, asyncTaskDelegate: asyncTaskDelegate)
                 #else
-                let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead, bodyDelivery: state.bodyDelivery)
+                let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead, bodyDelivery: state.bodyDelivery,
+                                          redirectsMayBeRefused: state.redirectsMayBeRefused)
                 #endif
                 if ending { state.isStopped = true }
                 if sendsHead { state.sentHead = true }

@@ -76,6 +76,40 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
     func fail(_ number: Int, _ error: Error = URLError(.cannotConnectToHost)) {
         sent[number].completion(.failure(error))
     }
+
+    /// The origin redirects request `number` with `status` to `location`, before its response:
+    /// returns what the engine decided ("follow", "follow as given", "stop"; nil: not yet).
+    func redirect(_ number: Int, status: Int, to location: URL) -> String? {
+        let sent = self.sent[number]
+        let response = HTTPURLResponse(url: sent.request.url!, statusCode: status, httpVersion: "HTTP/1.1",
+                                       headerFields: ["Location": location.absoluteString])!
+        let decided = Locked<String?>(nil)
+        sent.listener?.upstreamWillRedirect(response, to: URLRequest(url: location)) { decision in
+            let said: String
+            switch decision {
+            case .follow: said = "follow"
+            case .followAsGiven: said = "follow as given"
+            case .stop: said = "stop"
+            }
+            decided.withLock { $0 = said }
+        }
+        return decided.withLock { $0 }
+    }
+
+    /// Raises a challenge with `method` on request `number` through the listener the engine gave
+    /// it, as the upstream session does before any response (a TLS handshake's server trust);
+    /// returns how the engine answered (nil: not yet).
+    func challenge(_ number: Int, method: String) -> URLSession.AuthChallengeDisposition? {
+        let sent = self.sent[number]
+        let url = sent.request.url!
+        let challenge = URLAuthenticationChallenge(
+            protectionSpace: URLProtectionSpace(host: url.host!, port: url.port ?? 443, protocol: url.scheme, realm: nil,
+                                                authenticationMethod: method),
+            proposedCredential: nil, previousFailureCount: 0, failureResponse: nil, error: nil, sender: RecordingClient.NoSender())
+        let answered = Locked<URLSession.AuthChallengeDisposition?>(nil)
+        sent.listener?.upstreamDidReceiveChallenge(challenge) { disposition, _ in answered.withLock { $0 = disposition } }
+        return answered.withLock { $0 }
+    }
 }
 
 /// A store in a dictionary, as `TieredStore` keeps variants (newest first, one per variant).
@@ -115,25 +149,57 @@ final class FakeStore: RecordStore, @unchecked Sendable {
     func entry(_ key: String) -> CacheEntry? { records.withLock { $0[key]?.variants.first } }
 }
 
-/// A load's client that records its answer.
+/// A load's client that records its answer and, when it forwards challenges to its app (as
+/// Apple's client does), the authentication methods of the challenges it got, each answered with
+/// `appAnswer` — what the app's delegate said.
 final class RecordingLoadClient: LoadClient, @unchecked Sendable {
     // @unchecked: every field is guarded by `state`'s lock; XCTestExpectation is thread-safe.
-    private let state = Locked<(answer: Answer?, outcome: CacheEvent.Outcome?)>((nil, nil))
+    private struct State {
+        var answer: Answer?
+        var outcome: CacheEvent.Outcome?
+        var challenges: [String] = []
+    }
+    private let state = Locked(State())
     let answered = XCTestExpectation(description: "answered")
+    let forwardsChallenges: Bool
+    private let appAnswer: URLSession.AuthChallengeDisposition
+    let redirects: RedirectHandling
+
+    init(forwardsChallenges: Bool = false, appAnswer: URLSession.AuthChallengeDisposition = .performDefaultHandling,
+         redirects: RedirectHandling = .follow) {
+        self.forwardsChallenges = forwardsChallenges
+        self.appAnswer = appAnswer
+        self.redirects = redirects
+    }
 
     func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
-        state.withLock { $0 = (answer, outcome) }
+        state.withLock { $0.answer = answer; $0.outcome = outcome }
         answered.fulfill()
     }
 
+    func answer(_ challenge: URLAuthenticationChallenge,
+                reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        guard forwardsChallenges else { return reply(.performDefaultHandling, nil) }
+        state.withLock { $0.challenges.append(challenge.protectionSpace.authenticationMethod) }
+        reply(appAnswer, nil)
+    }
+
     var outcome: CacheEvent.Outcome? { state.withLock { $0.outcome } }
+    /// The authentication methods of the challenges forwarded to the app, in order.
+    var challenges: [String] { state.withLock { $0.challenges } }
+
+    /// The body of a redirect answer (`Answer.redirect`), if that was the answer.
+    var redirectBody: Data? {
+        guard case .redirect(_, let body, _)? = state.withLock({ $0.answer }) else { return nil }
+        return body
+    }
 
     /// "200 body", "error -1004", "redirect 302 /x".
     var summary: String {
         switch state.withLock({ $0.answer }) {
         case .response(let response, let body)?: return "\(response.statusCode) \(String(decoding: body, as: UTF8.self))"
         case .failure(let error)?: return "error \((error as? URLError)?.code.rawValue ?? -1)"
-        case .redirect(let response, let request)?: return "redirect \(response.statusCode) \(request.url?.path ?? "-")"
+        case .redirect(let response, _, let request)?: return "redirect \(response.statusCode) \(request.url?.path ?? "-")"
         case nil: return "no answer"
         }
     }

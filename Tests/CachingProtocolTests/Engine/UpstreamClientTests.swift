@@ -79,4 +79,37 @@ final class UpstreamClientTests: XCTestCase {
         }
         XCTAssertLessThanOrEqual(origin.requests(to: "/slow").count, 1, "nothing is sent again after a cancel")
     }
+
+    /// With the app's credential storage shared (`SessionSettings.upstreamConfiguration`), default
+    /// handling of an HTTP authentication challenge may send a stored credential: that answer
+    /// belongs to the credential like one the app gave. Server trust is no credential of the user's.
+    func testWhichChallengeAnswersPutTheAppsCredentialOnTheRequest() {
+        func space(_ method: String, proxy: Bool = false) -> URLProtectionSpace {
+            proxy ? URLProtectionSpace(proxyHost: "proxy.example", port: 8080, type: NSURLProtectionSpaceHTTPProxy, realm: nil,
+                                       authenticationMethod: method)
+                  : URLProtectionSpace(host: "Example.com", port: 443, protocol: "https", realm: "members", authenticationMethod: method)
+        }
+        let alice = URLCredential(user: "alice", password: "secret", persistence: .forSession)
+        let basic = space(NSURLAuthenticationMethodHTTPBasic)
+        let trust = space(serverTrustAuthenticationMethod)
+        let cases: [(URLProtectionSpace, URLSession.AuthChallengeDisposition, URLCredential?, Bool)] = [
+            (basic, .useCredential, alice, true),
+            (basic, .useCredential, nil, false),          // continue without a credential
+            (basic, .performDefaultHandling, nil, true),  // the shared storage may hold one
+            (basic, .cancelAuthenticationChallenge, nil, false),
+            (basic, .rejectProtectionSpace, nil, false),
+            (space(NSURLAuthenticationMethodHTTPDigest), .performDefaultHandling, nil, true),
+            (trust, .useCredential, alice, false),
+            (trust, .performDefaultHandling, nil, false),
+        ]
+        for (space, disposition, credential, expected) in cases {
+            XCTAssertEqual(CredentialUse.carriesCredential(space.authenticationMethod, disposition, credential), expected,
+                           "\(space.authenticationMethod) \(disposition.rawValue) \(credential?.user ?? "-")")
+        }
+        XCTAssertEqual(CredentialUse.origin(of: basic), "https://example.com:443")
+        XCTAssertEqual(CredentialUse.origin(of: URL(string: "https://EXAMPLE.com/feed")!), "https://example.com:443",
+                       "a URL without a port has its scheme's, so it matches the space the challenge named")
+        XCTAssertEqual(CredentialUse.origin(of: URL(string: "http://example.com:8080/")!), "http://example.com:8080")
+        XCTAssertNil(CredentialUse.origin(of: space(NSURLAuthenticationMethodHTTPBasic, proxy: true)), "a proxy is no origin")
+    }
 }

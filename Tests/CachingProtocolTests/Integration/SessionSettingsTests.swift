@@ -85,4 +85,25 @@ final class SessionSettingsTests: CachingTestCase {
         XCTAssertTrue(injectedClass(["X-A": "1"]) == first)
         XCTAssertTrue(injectedClass(["X-A": "2"]) != first)
     }
+
+    /// The cache's own requests use the app session's credential storage, so default handling
+    /// finds what the app's session would find; sessions with different storages never share an
+    /// upstream session (settings differ), those with the default one do.
+    func testTheCachesOwnSessionUsesTheAppSessionsCredentialStorage() throws {
+        let app = URLSessionConfiguration.default
+        let own = try XCTUnwrap(URLSessionConfiguration.ephemeral.urlCredentialStorage)
+        XCTAssertFalse(own === app.urlCredentialStorage, "an ephemeral configuration's storage is one of its own")
+        app.urlCredentialStorage = own
+        let upstream = SessionSettings(app).upstreamConfiguration { $0 is CachingURLProtocol.Type }
+        XCTAssertTrue(upstream.urlCredentialStorage === own)
+        let plain = SessionSettings(URLSessionConfiguration.default)
+        XCTAssertTrue(plain.upstreamConfiguration { $0 is CachingURLProtocol.Type }.urlCredentialStorage
+                        === URLSessionConfiguration.default.urlCredentialStorage)
+        XCTAssertNotEqual(SessionSettings(app), plain)
+        XCTAssertEqual(plain, .standard)
+        let none = URLSessionConfiguration.default
+        none.urlCredentialStorage = nil
+        XCTAssertNil(SessionSettings(none).upstreamConfiguration { $0 is CachingURLProtocol.Type }.urlCredentialStorage)
+        XCTAssertNotEqual(SessionSettings(none), plain)
+    }
 }

@@ -77,8 +77,53 @@ final class ClientDeliveryTests: XCTestCase {
     func testARedirectIsReportedThenTheLoadEndsAsCancelled() {
         let (delivery, client, owner) = make(Self.apple, executor: CallingThreadExecutor())
         let moved = HTTPURLResponse(url: url, statusCode: 302, httpVersion: "HTTP/1.1", headerFields: ["Location": "/new"])!
-        delivery.deliver(.redirect(moved, to: URLRequest(url: URL(string: "https://example.com/new")!)))
+        delivery.deliver(.redirect(moved, Data("moved".utf8), to: URLRequest(url: URL(string: "https://example.com/new")!)))
         XCTAssertEqual(client.calls, ["redirect 302 to https://example.com/new", "fail \(CocoaError.userCancelled.rawValue)"])
+        withExtendedLifetime(owner) {}
+    }
+
+    /// Apple's rules, a redirect the app's session may refuse (its delegate, or the task's, decides
+    /// redirects): the report, then the 3xx, its body and the end, all in the same client-thread
+    /// turn. A session whose delegate refuses delivers them to the task as its answer (Apple's
+    /// documentation of `willPerformHTTPRedirection`); one that follows stops this load and drops
+    /// them. Nothing tells a protocol of a refusal, so they cannot wait for one.
+    func testARedirectTheSessionMayRefuseIsReportedThenItsResponseBodyAndEndFollowInOneTurn() {
+        let executor = QueuedExecutor()
+        let (delivery, client, owner) = make(Self.apple, executor: executor)
+        delivery.redirectsMayBeRefused = true
+        let moved = HTTPURLResponse(url: url, statusCode: 302, httpVersion: "HTTP/1.1",
+                                    headerFields: ["Location": "/new", "Content-Type": "text/html"])!
+        let body = Data("<a href=\"/new\">moved</a>".utf8)
+        delivery.deliver(.redirect(moved, body, to: URLRequest(url: URL(string: "https://example.com/new")!)))
+        XCTAssertEqual(executor.pending, 1, "one client-thread turn: nothing of the session's runs between the calls")
+        executor.runAll()
+        XCTAssertEqual(client.calls, ["redirect 302 to https://example.com/new", "response 302", "data \(body.count)", "finish"])
+        XCTAssertTrue(delivery.isStopped)
+        delivery.stop()   // the session following: stopLoading after the report
+        delivery.deliver(.response(response, Data("late".utf8)))
+        executor.runAll()
+        XCTAssertEqual(client.calls.count, 4, "nothing after the end")
+        withExtendedLifetime(owner) {}
+    }
+
+    func testARefusableRedirectWithAnEmptyBodySendsNoData() {
+        let (delivery, client, owner) = make(Self.apple, executor: CallingThreadExecutor())
+        delivery.redirectsMayBeRefused = true
+        let moved = HTTPURLResponse(url: url, statusCode: 301, httpVersion: "HTTP/1.1", headerFields: ["Location": "/new"])!
+        delivery.deliver(.redirect(moved, Data(), to: URLRequest(url: URL(string: "https://example.com/new")!)))
+        XCTAssertEqual(client.calls, ["redirect 301 to https://example.com/new", "response 301", "finish"])
+        withExtendedLifetime(owner) {}
+    }
+
+    func testARedirectStoppedBeforeItsTurnReachesNothing() {
+        let executor = QueuedExecutor()
+        let (delivery, client, owner) = make(Self.apple, executor: executor)
+        delivery.redirectsMayBeRefused = true
+        let moved = HTTPURLResponse(url: url, statusCode: 302, httpVersion: "HTTP/1.1", headerFields: ["Location": "/new"])!
+        delivery.deliver(.redirect(moved, Data("moved".utf8), to: URLRequest(url: URL(string: "https://example.com/new")!)))
+        delivery.stop()
+        executor.runAll()
+        XCTAssertEqual(client.calls, [])
         withExtendedLifetime(owner) {}
     }
 

@@ -1,0 +1,245 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// Who judges the origin's certificate, at the engine seam: an upstream that raises a server-trust
+/// challenge through the listener the engine gave it (as Apple's loader does during the TLS
+/// handshake; swift-corelibs-foundation never does, so this runs only here), loads from a session
+/// whose delegate judges trust (`DelegateTraits.trustJudge`) and from one the system's evaluation
+/// serves. An answer reaches a judging session only from a connection whose challenge reached
+/// one of its loads; nothing is shared or stored across judges.
+final class ServerTrustEngineTests: XCTestCase {
+    private var clock: ManualClock!
+    private var upstream: FakeUpstream!
+    private var store: FakeStore!
+    private var engine: CacheEngine!
+    private var directory: URL!
+    private let url = URL(string: "https://example.com/feed")!
+
+    /// A session whose delegate pins (implements a challenge method), and one of another type.
+    private let pinned = SessionSettings(URLSessionConfiguration.default, delegate: DelegateTraits(trustJudge: "App.PinningDelegate"))
+    private let otherJudge = SessionSettings(URLSessionConfiguration.default, delegate: DelegateTraits(trustJudge: "App.OtherDelegate"))
+
+    override func setUpWithError() throws {
+        clock = ManualClock()
+        upstream = FakeUpstream(clock: clock.read)
+        store = FakeStore()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("ServerTrustEngineTests-\(UUID().uuidString)")
+        let configuration = CachingConfiguration(cache: CachingURLCache(memoryCapacity: 0, diskCapacity: 0, directory: directory),
+                                                 now: clock.read)
+        engine = CacheEngine(configuration: configuration, store: store, upstream: upstream)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private var key: String { CacheKey.make(method: "GET", url: url) }
+
+    /// Starts a load from `settings` the way the protocol does; an answer at once (a fresh hit)
+    /// is handed to the client here.
+    @discardableResult
+    private func load(from settings: SessionSettings, client: RecordingLoadClient = RecordingLoadClient()) -> RecordingLoadClient {
+        switch engine.start(CacheRequest(URLRequest(url: url), key: key), from: settings) {
+        case .answered(let answer):
+            client.receive(answer, outcome: .hit)
+        case .planned(let planned):
+            _ = engine.proceed(planned, client: client)
+        }
+        return client
+    }
+
+    private func settle() {
+        CacheEngine.queue.sync(flags: .barrier) {}
+    }
+
+    private func wait(_ clients: RecordingLoadClient...) {
+        wait(for: clients.map(\.answered), timeout: 10)
+    }
+
+    /// Fetches and stores `body` for a load from `settings` (a forwarding client that accepts the
+    /// server, as a pinning delegate that recognises the certificate does).
+    private func storeFetched(from settings: SessionSettings, _ headers: [String: String], body: String) {
+        let number = upstream.sent.count
+        let client = load(from: settings, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .useCredential))
+        upstream.waitForRequests(number + 1)
+        upstream.respond(number, status: 200, headers: headers, body: Data(body.utf8))
+        wait(client)
+    }
+
+    // MARK: Revalidations
+
+    func testAStaleWhileRevalidateAnswerOfAPinningSessionWaitsForARevalidationItsDelegateJudges() {
+        storeFetched(from: pinned, ["ETag": "\"v1\"", "Cache-Control": "max-age=60, stale-while-revalidate=600"], body: "stored")
+        clock.advance(by: 120)
+        let client = load(from: pinned, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .useCredential))
+        upstream.waitForRequests(2)
+        XCTAssertEqual(upstream.sent[1].header("If-None-Match"), "\"v1\"", "a revalidation")
+        XCTAssertEqual(client.summary, "no answer", "the stale answer waits for it")
+        XCTAssertEqual(upstream.challenge(1, method: serverTrustAuthenticationMethod), .useCredential,
+                       "the app's delegate judged the certificate, and its answer went upstream")
+        XCTAssertEqual(client.challenges, [serverTrustAuthenticationMethod])
+        upstream.respond(1, status: 304, headers: ["ETag": "\"v1\"", "Cache-Control": "max-age=60, stale-while-revalidate=600"])
+        wait(client)
+        XCTAssertEqual(client.summary, "200 stored")
+        XCTAssertEqual(client.outcome, .revalidatedNotModified)
+        XCTAssertEqual(upstream.sent.count, 2)
+    }
+
+    func testAStaleWhileRevalidateAnswerOfASessionTheSystemServesComesAtOnceAndRevalidatesInTheBackground() {
+        storeFetched(from: .standard, ["ETag": "\"v1\"", "Cache-Control": "max-age=60, stale-while-revalidate=600"], body: "stored")
+        clock.advance(by: 120)
+        let client = load(from: .standard, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .useCredential))
+        wait(client)
+        XCTAssertEqual(client.summary, "200 stored")
+        XCTAssertEqual(client.outcome, .staleHit)
+        upstream.waitForRequests(2)
+        XCTAssertEqual(upstream.challenge(1, method: serverTrustAuthenticationMethod), .performDefaultHandling,
+                       "nobody waits: the system's evaluation, which is this session's judge")
+        XCTAssertEqual(client.challenges, [], "the load was answered before")
+        upstream.respond(1, status: 304, headers: ["ETag": "\"v1\"", "Cache-Control": "max-age=60"])
+        XCTAssertEqual(engine.exchanges.background.wait(timeout: .now() + 10), .success)
+    }
+
+    func testNoBackgroundExchangeStartsForAPinningSession() throws {
+        storeFetched(from: pinned, ["ETag": "\"v1\"", "Cache-Control": "max-age=60"], body: "stored")
+        let entry = try XCTUnwrap(store.entry(key))
+        let conditions = try XCTUnwrap(RevalidationConditions(entry))
+        CacheEngine.queue.sync {
+            engine.exchange(.revalidate(entry, conditions), for: pinned.partitioned(CacheRequest(URLRequest(url: url), key: key)),
+                            from: pinned, waiting: nil)
+            engine.exchange(.revalidate(entry, conditions), for: CacheRequest(URLRequest(url: url), key: key), from: .standard,
+                            waiting: nil)
+        }
+        upstream.waitForRequests(2)
+        settle()
+        XCTAssertEqual(upstream.sent.count, 2, "the stored fetch and the system-judged session's revalidation, nothing for the pinning one")
+        upstream.respond(1, status: 304, headers: ["ETag": "\"v1\"", "Cache-Control": "max-age=60"])
+        XCTAssertEqual(engine.exchanges.background.wait(timeout: .now() + 10), .success)
+    }
+
+    // MARK: Challenges nobody of the app's can judge
+
+    func testAServerTrustChallengeNoLoadOfAPinningSessionCanTakeIsCancelledAndNothingIsStored() {
+        // A client that cannot pass challenges to its app (Linux's, or one whose load stopped).
+        let client = load(from: pinned, client: RecordingLoadClient(forwardsChallenges: false))
+        upstream.waitForRequests(1)
+        XCTAssertEqual(upstream.challenge(0, method: serverTrustAuthenticationMethod), .cancelAuthenticationChallenge,
+                       "never default handling for a session whose delegate judges trust")
+        XCTAssertEqual(upstream.challenge(0, method: NSURLAuthenticationMethodHTTPBasic), .performDefaultHandling,
+                       "other challenges are the client's to answer, as before")
+        upstream.fail(0, URLError(.cancelled))
+        wait(client)
+        XCTAssertEqual(client.summary, "error \(URLError.Code.cancelled.rawValue)")
+        XCTAssertNil(store.entry(key), "nothing from that connection is kept")
+    }
+
+    func testASessionTheSystemServesStillGetsDefaultHandlingWhereItsClientCannotForward() {
+        let client = load(from: .standard, client: RecordingLoadClient(forwardsChallenges: false))
+        upstream.waitForRequests(1)
+        XCTAssertEqual(upstream.challenge(0, method: serverTrustAuthenticationMethod), .performDefaultHandling)
+        upstream.respond(0, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("fresh".utf8))
+        wait(client)
+        XCTAssertEqual(client.summary, "200 fresh")
+    }
+
+    // MARK: Nothing shared across judges
+
+    func testLoadsJudgedDifferentlyShareNeitherAnUpstreamRequestNorAStoredAnswer() {
+        let system = load(from: .standard)
+        upstream.waitForRequests(1)
+        let pinning = load(from: pinned, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .useCredential))
+        upstream.waitForRequests(2)
+        settle()
+        XCTAssertEqual(upstream.sent.count, 2, "identical loads, two judges: two upstream requests")
+        XCTAssertEqual(upstream.challenge(1, method: serverTrustAuthenticationMethod), .useCredential)
+        XCTAssertEqual(pinning.challenges, [serverTrustAuthenticationMethod], "the pinning session's own load took its challenge")
+        upstream.respond(0, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("system".utf8))
+        upstream.respond(1, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("pinned".utf8))
+        wait(system, pinning)
+        XCTAssertEqual([system.summary, pinning.summary], ["200 system", "200 pinned"])
+
+        // Each judge's stored answer is a hit for that judge only.
+        XCTAssertEqual(load(from: .standard).summary, "200 system")
+        XCTAssertEqual(load(from: pinned).summary, "200 pinned")
+        XCTAssertEqual(upstream.sent.count, 2, "both were hits")
+        let other = load(from: otherJudge, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .useCredential))
+        upstream.waitForRequests(3)
+        XCTAssertEqual(upstream.challenge(2, method: serverTrustAuthenticationMethod), .useCredential)
+        XCTAssertEqual(other.challenges, [serverTrustAuthenticationMethod], "another delegate type judges its own connection")
+        upstream.respond(2, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("other".utf8))
+        wait(other)
+        XCTAssertEqual(other.summary, "200 other")
+        XCTAssertEqual(store.peek(key)?.variants.count, 3, "three answers under one URL, one per judge")
+    }
+
+    func testSessionsJudgedDifferentlyGetProtocolClassesAndSoUpstreamSessionsOfTheirOwn() {
+        XCTAssertNotEqual(pinned, .standard)
+        XCTAssertNotEqual(pinned, otherJudge)
+        XCTAssertEqual(pinned, SessionSettings(URLSessionConfiguration.default, delegate: DelegateTraits(trustJudge: "App.PinningDelegate")))
+        XCTAssertTrue(pinned.judgesServerTrust)
+        XCTAssertFalse(SessionSettings.standard.judgesServerTrust)
+        // `URLSessionUpstream` and `ExchangeTable` key by the settings; classes by settings too.
+        let pinnedClass: AnyClass = SessionClasses.protocolClass(for: pinned, engine: engine)
+        XCTAssertTrue(pinnedClass != CachingURLProtocol.self)
+        XCTAssertTrue(SessionClasses.protocolClass(for: otherJudge, engine: engine) != pinnedClass)
+        XCTAssertTrue(SessionClasses.protocolClass(for: pinned, engine: engine) == pinnedClass)
+        XCTAssertTrue(SessionClasses.protocolClass(for: SessionSettings(URLSessionConfiguration.default), engine: engine) != pinnedClass)
+    }
+
+    /// The partition is a fingerprint of the judge's name, the same in every launch, and kept
+    /// apart from the credentials' (a signed-in pinning session is not an anonymous one).
+    func testTheJudgesPartitionIsStableAndKeepsCredentialsApart() {
+        let anonymous = CacheRequest(URLRequest(url: url), key: key)
+        var signed = URLRequest(url: url)
+        signed.setValue("Bearer a", forHTTPHeaderField: "Authorization")
+        let signedIn = CacheRequest(signed, key: key)
+        XCTAssertNil(anonymous.credentialFingerprint)
+        XCTAssertEqual(anonymous.judged(by: "App.PinningDelegate").credentialFingerprint,
+                       anonymous.judged(by: "App.PinningDelegate").credentialFingerprint)
+        XCTAssertNotEqual(anonymous.judged(by: "App.PinningDelegate").credentialFingerprint,
+                          anonymous.judged(by: "App.OtherDelegate").credentialFingerprint)
+        XCTAssertNotEqual(signedIn.judged(by: "App.PinningDelegate").credentialFingerprint,
+                          anonymous.judged(by: "App.PinningDelegate").credentialFingerprint)
+        XCTAssertFalse(anonymous.judged(by: "App.PinningDelegate").sendsCredentials,
+                       "a judge is no credential: answers to anonymous requests are still stored")
+        XCTAssertTrue(signedIn.judged(by: "App.PinningDelegate").sendsCredentials)
+    }
+
+    // MARK: Which delegates judge
+
+    func testADelegateJudgesTrustWhenItImplementsAChallengeMethod() {
+        #if canImport(FoundationNetworking)
+        XCTAssertEqual(DelegateTraits.of(PinningDelegate()), .none,
+                       "Linux: corelibs raises no server-trust challenge, so no delegate judges one")
+        #else
+        XCTAssertEqual(DelegateTraits.of(PinningDelegate()).trustJudge, String(reflecting: PinningDelegate.self))
+        XCTAssertEqual(DelegateTraits.of(TaskLevelDelegate()).trustJudge, String(reflecting: TaskLevelDelegate.self))
+        XCTAssertNil(DelegateTraits.of(QuietDelegate()).trustJudge)
+        #endif
+        XCTAssertEqual(DelegateTraits.of(nil), .none)
+    }
+}
+
+/// A delegate that pins: it implements the session-level challenge method.
+private final class PinningDelegate: NSObject, URLSessionDelegate, Sendable {
+    func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge,
+                    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        completionHandler(.performDefaultHandling, nil)
+    }
+}
+
+/// A delegate that answers challenges at the task level only (the system's fallback for server trust).
+private final class TaskLevelDelegate: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+                    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        completionHandler(.performDefaultHandling, nil)
+    }
+}
+
+/// A delegate that answers no challenge.
+private final class QuietDelegate: NSObject, URLSessionDataDelegate, Sendable {}
