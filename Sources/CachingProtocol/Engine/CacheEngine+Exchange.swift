@@ -81,7 +81,7 @@ extension CacheEngine {
                 answer = .failure(error)
             }
             finish(exchange, with: Resolution(answer: answer, outcome: eventOutcome(outcome.verdict, of: exchange.plan), trip: trip,
-                                              isPrivateToStarter: outcome.isPrivateToStarter))
+                                              isPrivateToStarter: outcome.isPrivateToStarter, notStored: outcome.notStoredReason))
         }
     }
 
@@ -119,6 +119,8 @@ extension CacheEngine {
         /// Only for the load that started the exchange: its app answered a challenge with a
         /// credential on the way.
         var isPrivateToStarter = false
+        /// Why the origin's response was not stored, for the event.
+        var notStored: NotStoredReason?
     }
 
     /// Hands `resolution` to every load that waits on `exchange` and retires it; with no
@@ -138,7 +140,7 @@ extension CacheEngine {
                 continue
             }
             deliver(resolution.answer, to: waiter.load, outcome: resolution.outcome, trip: resolution.trip,
-                    collapsed: waiter.collapsed)
+                    collapsed: waiter.collapsed, notStored: resolution.notStored)
         }
     }
 

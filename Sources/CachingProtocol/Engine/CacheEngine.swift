@@ -288,16 +288,18 @@ final class CacheEngine: Sendable {
         static let noNetwork = Trip()
     }
 
-    func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false) {
+    func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false,
+                 notStored: NotStoredReason? = nil) {
         guard load.handle.finish() else { return }
-        account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started)
+        account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started,
+                notStored: notStored)
         load.client.receive(answer, outcome: outcome)
     }
 
     /// Counts an answer and reports it to the observer. Called before the app gets the answer,
     /// so statistics read after a response always include it.
     private func account(_ answer: Answer, key: String, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool,
-                         started: DispatchTime) {
+                         started: DispatchTime, notStored: NotStoredReason? = nil) {
         var delivered = 0
         if case .response(_, let body) = answer { delivered = body.count }
         configuration.identity.counters.withLock { counters in
@@ -319,7 +321,8 @@ final class CacheEngine: Sendable {
         observer(CacheEvent(
             key: key, outcome: outcome, originStatus: trip.originStatus, upstreamMethods: trip.methods,
             upstreamBytes: trip.bytes, deliveredBytes: delivered, collapsed: collapsed,
-            duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+            duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9,
+            notStoredReason: notStored
         ))
     }
 

@@ -113,6 +113,8 @@ struct ExchangeOutcome {
     /// The app answered a challenge with a credential on the way: only the load that started the
     /// exchange may have this answer.
     var isPrivateToStarter = false
+    /// Why the origin's response was not stored, when it was fetched and not stored.
+    var notStoredReason: NotStoredReason?
 }
 
 /// What the policy needs to judge an answer besides the answer itself.
@@ -229,12 +231,17 @@ extension CachingPolicy {
         case .store(let lifetime, let initialAge):
             let entry = Self.entry(storing: head, body: received.body, for: request, freshnessLifetime: lifetime, initialAge: initialAge)
             let memoryOnly = Self.isKeptInMemoryOnly(entry.headers)
-            if entry.statusCode != 206 {
+            if entry.cost > context.maximumEntrySize {
+                // The store charges headers and URL too (`CacheEntry.cost`) and would refuse it;
+                // like any response not stored, it outdates what was stored.
+                decision = .doNotStore(reason: "\(entry.cost) bytes with its headers, more than maximumEntrySize", code: .tooLarge)
+                storage = .removeVariant
+            } else if entry.statusCode != 206 {
                 storage = .store(entry, memoryOnly: memoryOnly)
             } else if let part = Self.partialContentToStore(entry, over: context.storedPart) {
                 storage = .store(part, memoryOnly: memoryOnly)
             } else {
-                decision = .doNotStore(reason: "a part that cannot be stored or adds nothing to what is stored")
+                decision = .doNotStore(reason: "a part that cannot be stored or adds nothing to what is stored", code: .partialContent)
             }
         case .doNotStore:
             // An outdated copy is never served again (a 5xx says nothing about the resource).
@@ -244,9 +251,11 @@ extension CachingPolicy {
                                                                     now: context.now)),
                                       storage: storage, verdict: .received,
                                       isPrivateToStarter: head.route.answeredWithCredential)
-        if case .doNotStore = decision, request.byteRange == nil, head.status < 500,
-           Self.responseDirectives(head.headers).noStore {
-            outcome.learnsNoStore = true
+        if case .doNotStore(_, let code) = decision {
+            outcome.notStoredReason = code
+            if request.byteRange == nil, head.status < 500, Self.responseDirectives(head.headers).noStore {
+                outcome.learnsNoStore = true
+            }
         }
         return outcome
     }
