@@ -55,7 +55,7 @@ extension CacheEngine {
         if case .success(let received) = result { recordTransfer(received) }
         let trip = listener.record(result)
         var context = ExchangeContext(reportedRedirect: listener.reportedRedirectTarget, storedPart: nil,
-                                      maximumEntrySize: store.maximumEntrySize, now: now)
+                                      maximumEntrySize: store.maximumEntrySize, now: now, keyRules: configuration.rules)
         if case .success(let received) = result, received.head.status == 206 {
             context.storedPart = CachingPolicy.matchingVariant(in: store.peek(request.key), for: request)
         }
@@ -69,14 +69,15 @@ extension CacheEngine {
             switch outcome.answer {
             case .received(let status):
                 guard case .success(let received) = result else { preconditionFailure("a received answer without a response") }
-                answer = .response(deliverable(received.head, status: status), received.body)
+                answer = .response(deliverable(received.head, status: keyed(status, for: request)), received.body)
             case .stored(let entry, let status):
                 answer = self.answer(with: entry, for: request, status: status, at: now)
             case .redirect(let target):
                 guard case .success(let received) = result else { preconditionFailure("a redirect without a response") }
                 answer = .redirect(received.head.response, to: target)
             case .gatewayTimeout(let status):
-                answer = request.urlRequest.url.map { gatewayTimeout(for: $0, status: status) } ?? .failure(URLError(.cannotLoadFromNetwork))
+                answer = request.urlRequest.url.map { gatewayTimeout(for: $0, status: keyed(status, for: request)) }
+                    ?? .failure(URLError(.cannotLoadFromNetwork))
             case .failure(let error):
                 answer = .failure(error)
             }
@@ -253,7 +254,7 @@ final class ExchangeListener: UpstreamListener {
                                       now: engine.configuration.now())
         guard let status = engine.policy(for: request).streamedStatus(of: head, to: sent, of: exchange.plan, for: request,
                                                                       context: context) else { return false }
-        let response = engine.deliverable(head, status: status)
+        let response = engine.deliverable(head, status: engine.keyed(status, for: request))
         state.withLock { $0.streamingTo = waiters.map(\.load.client) }
         for waiter in waiters { waiter.load.client.receiveHead(response) }
         return true

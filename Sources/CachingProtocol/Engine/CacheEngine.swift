@@ -36,7 +36,7 @@ final class CacheEngine: Sendable {
     convenience init(installing configuration: CachingConfiguration, leavingOut isCachingProtocol: @escaping @Sendable (AnyClass) -> Bool) {
         self.init(configuration: configuration, store: configuration.cache.store,
                   upstream: URLSessionUpstream(clock: configuration.now, leavingOut: isCachingProtocol))
-        configuration.cache.use(policy: configuration.policy, clock: configuration.now)
+        configuration.cache.use(policy: configuration.policy, clock: configuration.now, rules: configuration.rules)
     }
 
     deinit {
@@ -69,7 +69,7 @@ final class CacheEngine: Sendable {
     /// Runs in `canInit` for every GET: with no such URL learned it costs one lock and builds no key.
     func passesBy(_ request: URLRequest) -> Bool {
         guard !noStoreURLs.withLock({ $0.isEmpty }), !isOffline, request.cachePolicy != .returnCacheDataDontLoad,
-              let key = CacheKey.make(for: request) else { return false }
+              let key = cacheKey(for: request) else { return false }
         let now = configuration.now()
         return noStoreURLs.withLock { $0.contains(key, at: now) }
     }
@@ -84,7 +84,7 @@ final class CacheEngine: Sendable {
             var fixed = configuration.policy
             fixed.fixedLifetime = seconds
             return fixed
-        case .bypass, nil:
+        case .bypass, .key, nil:
             return configuration.policy
         }
     }
@@ -207,7 +207,7 @@ final class CacheEngine: Sendable {
                 return deliver(.failure(reason.urlError(.resourceUnavailable, url: load.request.urlRequest.url)), to: load,
                                outcome: .notInCache, trip: .noNetwork)
             }
-            deliver(gatewayTimeout(for: url, status: CacheStatus(forward: .uriMiss, detail: "only-if-cached")), to: load,
+            deliver(gatewayTimeout(for: url, status: keyed(CacheStatus(forward: .uriMiss, detail: "only-if-cached"), for: load.request)), to: load,
                     outcome: .notInCache, trip: .noNetwork)
         }
     }
@@ -223,6 +223,7 @@ final class CacheEngine: Sendable {
     /// re-capitalises every header name and parses `Content-Type`), and a fresh hit's response
     /// changes only with its `Age`.
     func answer(with entry: CacheEntry, for request: CacheRequest, status: CacheStatus?, at now: Date) -> Answer {
+        let status = keyed(status, for: request)
         let age = Self.ageField(of: entry, at: now)
         if let range = request.byteRange, let part = CachingPolicy.servesRange(range, from: entry) {
             var headers = entry.headers

@@ -127,6 +127,8 @@ struct ExchangeContext {
     /// The largest response the store keeps (`RecordStore.maximumEntrySize`).
     var maximumEntrySize: Int
     var now: Date
+    /// The configuration's rules, for the keys of the URLs an unsafe request invalidates.
+    var keyRules: [CachingRule] = []
 }
 
 extension CachingPolicy {
@@ -141,7 +143,7 @@ extension CachingPolicy {
         case (.forward, _):
             return .finish(Self.passedOn(result, forward: .request))
         case (.unsafe, _):
-            return .finish(Self.afterUnsafe(result, for: request))
+            return .finish(Self.afterUnsafe(result, for: request, keyRules: context.keyRules))
         case (.fetch(let fallback, let forward), _):
             return .finish(fetched(result, for: request, fallback: fallback, forward: forward, context: context))
         case (.revalidate(let entry, _), .bodyAfterHead):
@@ -282,7 +284,8 @@ extension CachingPolicy {
     /// origin accepted it: what is stored for its URL goes, and for the `Location` and
     /// `Content-Location` of the answer when they are on the same origin (RFC 9111 §4.4). An error
     /// status or no answer at all leaves the store as it was.
-    private static func afterUnsafe(_ result: Result<ReceivedResponse, Error>, for request: CacheRequest) -> ExchangeOutcome {
+    private static func afterUnsafe(_ result: Result<ReceivedResponse, Error>, for request: CacheRequest,
+                                    keyRules: [CachingRule]) -> ExchangeOutcome {
         var outcome = passedOn(result, forward: .method)
         guard case .success(let received) = result, received.head.status < 400, let target = request.urlRequest.url else {
             return outcome
@@ -291,7 +294,7 @@ extension CachingPolicy {
         for name in ["Location", "Content-Location"] {
             guard let value = received.head.headers[name], let url = URL(string: value, relativeTo: target)?.absoluteURL,
                   isSameOrigin(url, target) else { continue }
-            keys.append(CacheKey.make(method: "GET", url: url))
+            keys.append(keyRules.cacheKey(for: url))
         }
         outcome.storage = .removeRecords(keys)
         return outcome

@@ -302,6 +302,8 @@ struct CacheStatus: Sendable, Equatable {
     var forwardStatus: Int?
     var stored = false
     var timeToLive: Int?
+    /// The cache key, when a key rule made it differ from the URL (the `key` parameter).
+    var key: String?
     var detail: String?
 
     var headerValue: String {
@@ -314,7 +316,22 @@ struct CacheStatus: Sendable, Equatable {
             value += "; hit"
         }
         if let timeToLive { value += "; ttl=\(timeToLive)" }
+        if let key { value += "; key=" + Self.quoted(key) }
         if let detail { value += "; detail=\(detail)" }
         return value
+    }
+
+    /// `text` as a structured-field string (RFC 8941 §3.3.3): quoted, with `"` and `\` escaped;
+    /// characters a field value cannot carry become `?`.
+    static func quoted(_ text: String) -> String {
+        var quoted = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"", "\\": quoted += "\\" + String(scalar)
+            case " "..."~": quoted.unicodeScalars.append(scalar)
+            default: quoted += "?"
+            }
+        }
+        return quoted + "\""
     }
 }

@@ -40,6 +40,10 @@ public struct CachingRule: Sendable {
         /// Judged with the configuration's policy, except that a stored response is fresh for
         /// this many seconds.
         case freshFor(TimeInterval)
+        /// Stored and looked up under a key made this way (`CachingRule+CacheKey.swift`). Key
+        /// rules are a chain of their own: the first matching key rule makes the key, and the
+        /// first matching rule of the other kinds says what happens to the request.
+        case key(KeyTransform)
     }
 
     let action: Action
@@ -47,7 +51,7 @@ public struct CachingRule: Sendable {
     private let pathPrefix: String?
     private let predicate: (@Sendable (URLRequest) -> Bool)?
 
-    private init(_ action: Action, host: String?, pathPrefix: String?, predicate: (@Sendable (URLRequest) -> Bool)? = nil) {
+    init(_ action: Action, host: String?, pathPrefix: String?, predicate: (@Sendable (URLRequest) -> Bool)? = nil) {
         self.action = action
         self.host = host.map(HostPattern.init)
         self.pathPrefix = pathPrefix
@@ -94,6 +98,12 @@ public struct CachingRule: Sendable {
     func matches(_ request: URLRequest) -> Bool {
         if let predicate { return predicate(request) }
         guard let url = request.url else { return false }
+        return matches(url: url)
+    }
+
+    /// Whether the rule's host and path prefix match `url` (a rule with a predicate never does).
+    func matches(url: URL) -> Bool {
+        guard predicate == nil else { return false }
         if let host, !host.matches(url.host ?? "") { return false }
         if let pathPrefix, !url.path.hasPrefix(pathPrefix) { return false }
         return true
@@ -118,9 +128,10 @@ public struct CachingRule: Sendable {
 }
 
 extension Array where Element == CachingRule {
-    /// What the first rule matching `request` says, or nil when none matches.
+    /// What the first rule matching `request` says, or nil when none matches. Key rules are not
+    /// asked: they only make keys (`cacheKey(for:)`).
     func action(for request: URLRequest) -> CachingRule.Action? {
-        for rule in self where rule.matches(request) { return rule.action }
+        for rule in self where !rule.isKeyRule && rule.matches(request) { return rule.action }
         return nil
     }
 }
