@@ -55,6 +55,8 @@ struct DiskState {
     // MARK: - What it holds
 
     var stagedCount: Int { staged.count }
+    /// The records handed to `store` and not written yet.
+    var stagedRecords: [CacheRecord] { staged.map(\.value.record) }
     /// The summed cost of the staged records.
     var stagedBytes: Int { staged.bytes }
     var isIndexReady: Bool { indexCondition == .ready }
@@ -109,6 +111,13 @@ struct DiskState {
             return (sizeLimit == nil ? .unindexed : .deferred, false)
         }
         return (.miss, false)
+    }
+
+    /// A listing read the file of `digest` (its index entry of write `generation` had no complete
+    /// summary): the entry keeps `summary` unless a newer write replaced the file. Returns
+    /// whether it did (the index then needs a snapshot to keep it).
+    mutating func describe(_ digest: EntryDigest, _ summary: EntrySummary, generation: UInt64) -> Bool {
+        index.describe(digest, summary, ifGeneration: generation)
     }
 
     /// The delayed journal append of access times has run (or is about to).
@@ -170,10 +179,12 @@ struct DiskState {
     /// The file of write `sequence` is in place. Unstages the record unless a newer one was
     /// staged, and lists the file in the index with the record's last access. Returns the index
     /// entry, or nil when the record was removed after the rename (the file must go).
-    mutating func markWritten(_ digest: EntryDigest, sequence: UInt64, fileSize: Int, latestResponseDate: Date) -> DiskIndex.Entry? {
+    mutating func markWritten(_ digest: EntryDigest, sequence: UInt64, fileSize: Int, latestResponseDate: Date,
+                              summary: EntrySummary? = nil) -> DiskIndex.Entry? {
         guard let current = staged[digest] else { return nil }
         if current.sequence == sequence { staged.removeValue(forKey: digest) }
-        var entry = DiskIndex.Entry(fileSize: fileSize, latestResponseDate: latestResponseDate, lastAccess: current.lastAccess)
+        var entry = DiskIndex.Entry(fileSize: fileSize, latestResponseDate: latestResponseDate, lastAccess: current.lastAccess,
+                                    summary: summary)
         entry.generation = index.put(digest, entry)
         touched.remove(digest)  // the put carries the access time
         unreadableFiles.remove(digest)

@@ -148,6 +148,9 @@ extension DiskStore {
         case open
         /// Give every file and directory of the cache this Data Protection class, and new ones too.
         case protect(CachingFileProtection)
+        /// Write a fresh snapshot at the next settle: a listing filled in summaries the journal
+        /// does not have.
+        case persistIndex
     }
 
     /// Everything the store's readers and its worker share, under the store's one lock.

@@ -207,12 +207,13 @@ final class DiskStore: StoreTier {
     // MARK: - What it holds
 
     /// The key and file size of every record on disk, once the writes handed in so far have
-    /// landed: one small read of each entry file's header, on the calling thread (the index
-    /// holds digests, not keys). Files that vanished or do not read are left out.
+    /// landed: from the index's summaries, reading an entry file's header only for an entry
+    /// without one (an index from before summaries). Files that vanished or do not read are left out.
     func storedKeys() -> [(key: String, bytes: Int)] {
         flush()
-        let files = state.withLock { state in state.disk.index.entries.map { ($0.key, $0.value.fileSize) } }
-        return files.compactMap { digest, bytes in
+        let files = state.withLock { state in state.disk.index.entries.map { ($0.key, $0.value.fileSize, $0.value.summary?.key) } }
+        return files.compactMap { digest, bytes, key in
+            if let key { return (key, bytes) }
             guard case .valid(let header, _) = DiskWorker.readEntryHeader(paths.entry(digest), reader: configuration.reader),
                   EntryDigest(key: header.key) == digest else { return nil }
             return (header.key, bytes)

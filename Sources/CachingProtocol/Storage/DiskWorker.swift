@@ -114,6 +114,7 @@ final class DiskWorker: @unchecked Sendable {
         case .reconcile(let full): reconcile(full: full)
         case .open: open()
         case .protect(let protection): protect(protection)
+        case .persistIndex: snapshotNeeded = true
         }
     }
 
@@ -145,10 +146,11 @@ final class DiskWorker: @unchecked Sendable {
             return
         }
 
+        let summary = EntrySummary(job.record)  // what listings show of it, kept in the index
         let entry = state.withLock { state -> DiskIndex.Entry? in
             // Unstaged meanwhile means removed after the rename: the file must go.
             let entry = state.disk.markWritten(digest, sequence: job.sequence, fileSize: data.count,
-                                               latestResponseDate: job.record.latestResponseDate)
+                                               latestResponseDate: job.record.latestResponseDate, summary: summary)
             if entry != nil { state.report.noteWriteSucceeded() }
             return entry
         }

@@ -174,6 +174,17 @@ final class TieredStore: RecordStore {
         disk.flush()
     }
 
+    /// Every stored record, summarised: the disk tier's listing (`DiskStore.listing()`) and the
+    /// records only memory holds (kept in memory only, or refused by the disk tier).
+    func listing() -> [DiskStore.Listed] {
+        var listed = disk.listing()
+        let onDisk = Set(listed.map(\.summary.key))
+        for record in memory.allRecords() where !onDisk.contains(record.key) {
+            listed.append(DiskStore.Listed(summary: EntrySummary(record), fileBytes: record.cost))
+        }
+        return listed
+    }
+
     /// Every stored key with the bytes it takes: its entry file's size, or for a record only in
     /// memory its memory cost. Reads each entry file's header (see `DiskStore.storedKeys()`).
     func storedKeys() -> [String: Int] {
