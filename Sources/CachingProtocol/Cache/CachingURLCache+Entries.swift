@@ -33,7 +33,7 @@ extension CachingURLCache {
         /// Whether it was fetched with credentials (`Authorization`, `Cookie`): it is only ever
         /// served to requests with the same ones.
         public var hasCredentials: Bool
-        /// Whether its URL is pinned (`pin(_:)`): kept from eviction and the age limit.
+        /// Whether its URL is pinned (``CachingURLCache/pin(_:)-(URL)``): kept from eviction and the age limit.
         public var isPinned: Bool
     }
 
@@ -50,9 +50,11 @@ extension CachingURLCache {
     /// to load when the cache just opened.
     public func entries() -> [Entry] {
         let now = clock()
+        let pins = store.disk.currentPins()
         var entries: [Entry] = []
         for listed in store.listing() {
             let summary = listed.summary
+            let isPinned = pins.contains(EntryDigest(key: summary.key))
             let keyURL = summary.key.hasPrefix("GET ") ? String(summary.key.dropFirst(4)) : summary.key
             for variant in summary.variants ?? [] {
                 guard let url = URL(string: variant.responseURL) ?? URL(string: keyURL) else { continue }
@@ -61,7 +63,7 @@ extension CachingURLCache {
                     url: url, key: summary.key, statusCode: variant.statusCode, bodyBytes: variant.bodyBytes,
                     storedDate: variant.responseDate, freshnessLifetime: variant.freshnessLifetime, age: age,
                     isFresh: variant.freshnessLifetime - age > 0, etag: variant.etag, lastModified: variant.lastModified,
-                    hasCredentials: variant.hasCredentials, isPinned: false))
+                    hasCredentials: variant.hasCredentials, isPinned: isPinned))
             }
         }
         entries.sort { $0.storedDate != $1.storedDate ? $0.storedDate > $1.storedDate : $0.key < $1.key }

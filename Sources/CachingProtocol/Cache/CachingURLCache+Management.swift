@@ -13,7 +13,7 @@ extension CachingURLCache {
     /// it can take as long as those take. Do not call it from a `CachingConfiguration.observer`.
     public func purge(url: URL) {
         store.removeRecord(forKey: key(for: url))
-        store.waitUntilSettled()
+        store.waitUntilRemoved()
     }
 
     /// Deletes everything stored for `host` — exactly, or every subdomain with `*.example.com` —
@@ -38,7 +38,7 @@ extension CachingURLCache {
             guard let url = Self.url(ofKey: key), matches(url) else { continue }
             store.removeRecord(forKey: key)
         }
-        store.waitUntilSettled()
+        store.waitUntilRemoved()
     }
 
     /// What is stored per host, for a settings screen ("Images: 120 MB"): the number of stored

@@ -280,7 +280,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     open override func removeCachedResponse(for request: URLRequest) {
         guard let key = key(for: request) else { return }
         store.removeRecord(forKey: key)
-        store.waitUntilSettled()
+        store.waitUntilRemoved()
     }
 
     /// ``removeAll()``: returns once every entry file is gone.
@@ -291,7 +291,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// Returns once the files of the removed entries are gone.
     open override func removeCachedResponses(since date: Date) {
         store.removeRecords(storedSince: date)
-        store.waitUntilSettled()
+        store.waitUntilRemoved()
     }
 
     open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for dataTask: URLSessionDataTask) {

@@ -148,8 +148,9 @@ extension DiskStore {
         case open
         /// Give every file and directory of the cache this Data Protection class, and new ones too.
         case protect(CachingFileProtection)
-        /// Write a fresh snapshot at the next settle: a listing filled in summaries the journal
-        /// does not have.
+        /// Write a fresh snapshot (and empty the journal) at the next settle: a listing filled in
+        /// summaries the journal does not have, or the app removed records whose keys must leave
+        /// every file.
         case persistIndex
     }
 
@@ -281,6 +282,9 @@ extension DiskStore {
         let entries: String
         let index: String
         let journal: String
+        /// The pinned keys (`Pins`), and the file whose lock serialises changes to them.
+        let pins: String
+        let pinsLock: String
 
         init(directory: URL) {
             var root = directory.path
@@ -289,6 +293,8 @@ extension DiskStore {
             entries = root + "/entries"
             index = root + "/index"
             journal = root + "/journal"
+            pins = root + "/pins"
+            pinsLock = root + "/pins.lock"
         }
 
         func entry(_ digest: EntryDigest) -> String {

@@ -62,7 +62,7 @@ final class DiskStore: StoreTier {
     let paths: Paths
     let state: Locked<Shared>
     /// What writes and deletes files; it runs only on `worker`.
-    private let fileWorker: DiskWorker
+    let fileWorker: DiskWorker
     /// The serial queue of the worker that does every write, eviction and index update.
     let worker: DispatchQueue
     /// Entered until the worker has loaded the index (or found none to load).

@@ -36,6 +36,8 @@ final class DiskWorker: @unchecked Sendable {
     var journal: JournalFile?
     var snapshotSize = 0
     var journalSize = 0
+    /// The size of the pins file, counted with the index files against the capacity.
+    var pinsSize = 0
     /// The journal on disk is missing records (an append failed, it was replaced, or it held
     /// damaged bytes): the next settle writes a fresh snapshot.
     var snapshotNeeded = false
@@ -100,6 +102,7 @@ final class DiskWorker: @unchecked Sendable {
     func settle() {
         appendJournal()
         compactIfNeeded()
+        refreshPins()  // another process may have pinned what eviction is about to choose from
         enforceCapacity()
         publishMetadataSize()
     }
@@ -119,7 +122,7 @@ final class DiskWorker: @unchecked Sendable {
     }
 
     func publishMetadataSize() {
-        let size = snapshotSize + journalSize
+        let size = snapshotSize + journalSize + pinsSize
         state.withLock { $0.limits.metadataBytes = size }
     }
 

@@ -167,6 +167,14 @@ final class TieredStore: RecordStore {
         memoryWarnings.async { [self] in flushMemoryToDisk() }
     }
 
+    /// `waitUntilSettled()` after an app's removal: the disk index is rewritten too (a fresh
+    /// snapshot, an empty journal), so no file of the directory holds a removed key any more
+    /// (the index's summaries keep keys; its journal would keep them until compacted).
+    func waitUntilRemoved() {
+        disk.enqueue(.persistIndex)
+        waitUntilSettled()
+    }
+
     /// Blocks until every disk write handed in so far has settled, a memory warning's move to
     /// disk included.
     func waitUntilSettled() {
