@@ -38,7 +38,7 @@ extension CachingURLCache {
     }
 
     /// Every stored response, one value per stored variant, newest first (by ``Entry/storedDate``):
-    /// what a settings or debug screen shows.
+    /// what a settings or debug screen shows. Responses past ``maximumEntryAge`` are left out.
     ///
     /// It reads no entry file: the disk index keeps what it lists (about 90 ms for 100,000
     /// entries on the project's Linux machine, `Docs/benchmarks.md`). Only entries the index
@@ -51,12 +51,15 @@ extension CachingURLCache {
     public func entries() -> [Entry] {
         let now = clock()
         let pins = store.disk.currentPins()
+        let cutoff = maximumEntryAge.map { now.addingTimeInterval(-$0) }
         var entries: [Entry] = []
         for listed in store.listing() {
             let summary = listed.summary
             let isPinned = pins.contains(EntryDigest(key: summary.key))
             let keyURL = summary.key.hasPrefix("GET ") ? String(summary.key.dropFirst(4)) : summary.key
             for variant in summary.variants ?? [] {
+                // Past the age limit: no longer served, and about to be removed.
+                if let cutoff, variant.responseDate < cutoff, !isPinned { continue }
                 guard let url = URL(string: variant.responseURL) ?? URL(string: keyURL) else { continue }
                 let age = variant.initialAge + max(0, now.timeIntervalSince(variant.responseDate))
                 entries.append(Entry(

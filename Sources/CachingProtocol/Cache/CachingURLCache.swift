@@ -165,6 +165,25 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         set { store.maximumEntrySize = newValue }
     }
 
+    /// How long a response may stay stored, in seconds since it was stored (or last confirmed
+    /// by a `304`), whatever its freshness: older ones are never served and are removed — when
+    /// the limit is set (after the disk index loads, for a cache just opened), then whenever the
+    /// disk tier settles and a tenth of the limit (between a minute and an hour) has passed, and
+    /// on a timer at that interval while the cache is idle — off the caller's thread. Pinned URLs
+    /// (`pin(_:)`) are exempt. Age is judged on the clock of the installation that uses the cache
+    /// (``CachingConfiguration/now``; the system clock before one does), so set it after
+    /// installing when that clock is not the system's.
+    ///
+    /// Default nil: no limit. Headers and the ``CachingPolicy`` already decide what may be served,
+    /// and an old response with a validator still saves its body on every revalidation (a `304`);
+    /// LRU eviction keeps the directory within ``diskCapacity``. Set a limit when old responses
+    /// must not be kept at all (for example a privacy promise: "nothing older than 30 days"), like
+    /// SDWebImage's `maxDiskAge` or Kingfisher's `expiration`. Thread-safe.
+    public var maximumEntryAge: TimeInterval? {
+        get { store.maximumEntryAge }
+        set { store.maximumEntryAge = newValue }
+    }
+
     open override var currentMemoryUsage: Int { store.memory.statistics.byteCount }
 
     open override var currentDiskUsage: Int { store.disk.statistics.byteCount }

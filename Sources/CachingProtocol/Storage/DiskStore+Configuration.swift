@@ -148,6 +148,8 @@ extension DiskStore {
         case open
         /// Give every file and directory of the cache this Data Protection class, and new ones too.
         case protect(CachingFileProtection)
+        /// Remove the records past the age limit now, whenever the last sweep was.
+        case expire
         /// Write a fresh snapshot (and empty the journal) at the next settle: a listing filled in
         /// summaries the journal does not have, or the app removed records whose keys must leave
         /// every file.
@@ -208,6 +210,9 @@ extension DiskStore {
         var maximumEntryFraction: Double
         /// The size of the index snapshot and journal files, as the worker last saw them.
         var metadataBytes = 0
+        /// Records whose newest response was stored longer ago than this are removed (unless
+        /// pinned); nil: no age limit.
+        var maximumEntryAge: TimeInterval?
 
         var maximumEntryBytes: Int {
             entryCostLimit(capacity: capacity, fraction: maximumEntryFraction)

@@ -67,6 +67,9 @@ final class DiskStore: StoreTier {
     let worker: DispatchQueue
     /// Entered until the worker has loaded the index (or found none to load).
     private let indexLoad = DispatchGroup()
+    /// While there is an age limit: prompts the worker to look for records past it
+    /// (`DiskStore+Expiry`).
+    let expiryTimer = Locked<DispatchSourceTimer?>(nil)
 
     /// Opens (or creates) the cache in `configuration.directory` without reading anything on the
     /// calling thread but the directory's existence: the worker's first operation loads the
@@ -101,6 +104,7 @@ final class DiskStore: StoreTier {
     }
 
     deinit {
+        expiryTimer.withLock { $0?.cancel() }
         // Every queued block holds the store, so nothing is pending here but access times
         // (which are not written into a directory that was deleted meanwhile).
         fileWorker.close()

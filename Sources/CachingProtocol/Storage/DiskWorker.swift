@@ -38,6 +38,8 @@ final class DiskWorker: @unchecked Sendable {
     var journalSize = 0
     /// The size of the pins file, counted with the index files against the capacity.
     var pinsSize = 0
+    /// When records past the age limit were last removed, on the store's clock (`DiskWorker+Expiry`).
+    var lastExpiry: Date?
     /// The journal on disk is missing records (an append failed, it was replaced, or it held
     /// damaged bytes): the next settle writes a fresh snapshot.
     var snapshotNeeded = false
@@ -103,6 +105,7 @@ final class DiskWorker: @unchecked Sendable {
         appendJournal()
         compactIfNeeded()
         refreshPins()  // another process may have pinned what eviction is about to choose from
+        expireIfDue()
         enforceCapacity()
         publishMetadataSize()
     }
@@ -118,6 +121,7 @@ final class DiskWorker: @unchecked Sendable {
         case .open: open()
         case .protect(let protection): protect(protection)
         case .persistIndex: snapshotNeeded = true
+        case .expire: lastExpiry = nil  // `settle`, after this batch, removes them
         }
     }
 

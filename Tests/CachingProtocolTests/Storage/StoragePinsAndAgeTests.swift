@@ -56,3 +56,25 @@ final class StoragePinsAndAgeTests: XCTestCase {
         }
     }
 }
+
+extension StoragePinsAndAgeTests {
+    func testExpiryRemovesRecordsStoredBeforeTheCutoffExceptPinnedOnes() {
+        // Given a and b stored at 0, c at 100, with a pinned
+        var state = DiskState()
+        storeAndWrite(&state, "a", at: 0)
+        storeAndWrite(&state, "b", at: 1, storedAt: 0)
+        storeAndWrite(&state, "c", at: 2, storedAt: 100)
+        state.pins.install(["a"], from: nil)
+        // When records stored before 50 expire
+        let doomed = state.expire(storedBefore: base.addingTimeInterval(50))
+        // Then only b goes
+        XCTAssertEqual(doomed, [EntryDigest(key: "b")])
+        XCTAssertEqual(Set(state.index.entries.map(\.key)), [EntryDigest(key: "a"), EntryDigest(key: "c")])
+        // And an incomplete index expires nothing
+        var loading = DiskState()
+        loading.beginOpening()
+        XCTAssertEqual(loading.expire(storedBefore: .distantFuture), [])
+        // And the sweep interval is a tenth of the limit, between a minute and an hour
+        XCTAssertEqual([60, 3_600, 86_400 * 30].map(DiskWorker.expiryInterval(for:)), [60, 360, 3_600])
+    }
+}
