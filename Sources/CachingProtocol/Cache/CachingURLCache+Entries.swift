@@ -49,11 +49,26 @@ extension CachingURLCache {
     /// and so are those kept in memory only. Call it from any thread; it waits for the disk index
     /// to load when the cache just opened.
     public func entries() -> [Entry] {
-        let now = clock()
-        let pins = store.disk.currentPins()
-        let cutoff = maximumEntryAge.map { now.addingTimeInterval(-$0) }
+        Self.entries(store.listing(), pins: store.disk.currentPins(), now: clock(), maximumAge: maximumEntryAge)
+    }
+
+    /// What the cache in `directory` holds, as ``entries()`` lists it with ages at `now`, read
+    /// without opening the cache: nothing in the directory is created, changed or deleted, and
+    /// the cache may be open in another process meanwhile (`Demo inspect`). Reads the index and
+    /// the entry files it does not summarise. Throws when `directory` has no cache.
+    package static func entries(inDirectory directory: URL, now: Date = Date()) throws -> [Entry] {
+        do {
+            let (listed, pins) = try DiskStore.inspect(directory: directory)
+            return entries(listed, pins: pins, now: now, maximumAge: nil)
+        } catch {
+            throw CachingError(.diskUnavailable, "no cache directory at \(directory.path): \(error)")
+        }
+    }
+
+    private static func entries(_ listing: [DiskStore.Listed], pins: Pins, now: Date, maximumAge: TimeInterval?) -> [Entry] {
+        let cutoff = maximumAge.map { now.addingTimeInterval(-$0) }
         var entries: [Entry] = []
-        for listed in store.listing() {
+        for listed in listing {
             let summary = listed.summary
             let isPinned = pins.contains(EntryDigest(key: summary.key))
             let keyURL = summary.key.hasPrefix("GET ") ? String(summary.key.dropFirst(4)) : summary.key
