@@ -10,7 +10,8 @@ import Foundation
 package final class EntrySummary: Sendable, Equatable {
     /// One stored variant, as listed.
     package struct Variant: Sendable, Equatable {
-        /// The response's URL (after redirects), as stored.
+        /// The response's URL (after redirects), as stored; empty when it is the URL of the key
+        /// (most are: one string fewer per entry in memory and on disk). See `url(ofKey:)`.
         package var responseURL: String
         package var statusCode: Int
         package var bodyBytes: Int
@@ -56,12 +57,32 @@ package final class EntrySummary: Sendable, Equatable {
     /// The bytes `encode` writes.
     let encodedSize: Int
 
-    package init(key: String, variants: [Variant]?) {
-        self.key = key
-        self.variants = variants
+    package convenience init(key: String, variants: [Variant]?) {
+        let keyURL = Self.url(ofKey: key)
+        let variants = variants?.map { variant -> Variant in
+            var variant = variant
+            if variant.responseURL[...] == keyURL { variant.responseURL = "" }
+            return variant
+        }
         var counter = ByteCounter()
         Self.write(key: key, variants: variants, to: &counter)
-        encodedSize = counter.count
+        self.init(key: key, variants: variants, encodedSize: counter.count)
+    }
+
+    private init(key: String, variants: [Variant]?, encodedSize: Int) {
+        self.key = key
+        self.variants = variants
+        self.encodedSize = encodedSize
+    }
+
+    /// The URL part of a GET key ("GET https://…").
+    private static func url(ofKey key: String) -> Substring {
+        key.hasPrefix("GET ") ? key.dropFirst(4) : key[...]
+    }
+
+    /// The URL of `variant` of this summary: its own, or the key's.
+    func url(of variant: Variant) -> String {
+        variant.responseURL.isEmpty ? String(Self.url(ofKey: key)) : variant.responseURL
     }
 
     /// The summary of `record`.
@@ -80,7 +101,7 @@ package final class EntrySummary: Sendable, Equatable {
 
     /// ```
     /// key str · variantCount u32 (0xFFFF_FFFF: not known), then per variant:
-    /// responseURL str ("" when it is the key's URL) · status u16 · bodyBytes u64 · responseDate f64
+    /// responseURL str ("": the key's URL) · status u16 · bodyBytes u64 · responseDate f64
     /// · initialAge f64 · freshnessLifetime f64 · flags u8 (1 credentials, 2 ETag, 4 Last-Modified)
     /// · [etag str] · [lastModified str]
     /// ```
@@ -94,9 +115,8 @@ package final class EntrySummary: Sendable, Equatable {
         sink.writeString(key)
         guard let variants else { return sink.writeInteger(unknownVariants) }
         sink.writeInteger(UInt32(truncatingIfNeeded: variants.count))
-        let keyURL = key.hasPrefix("GET ") ? key.dropFirst(4) : key[...]
         for variant in variants {
-            sink.writeString(variant.responseURL == keyURL ? "" : variant.responseURL)
+            sink.writeString(variant.responseURL)
             sink.writeInteger(UInt16(clamping: variant.statusCode))
             sink.writeInteger(UInt64(clamping: variant.bodyBytes))
             sink.writeDate(variant.responseDate)
@@ -112,12 +132,13 @@ package final class EntrySummary: Sendable, Equatable {
     /// Reads a summary `encode` wrote; throws for anything else, including numbers no cache
     /// writes (a status beyond 999, a body beyond `DiskIndex.maximumFileSize`, an implausible time).
     static func decode(_ reader: inout ByteReader) throws -> EntrySummary {
+        let start = reader.offset
         let key = try reader.readString()
         let count = try reader.readInteger(UInt32.self)
-        guard count != unknownVariants else { return EntrySummary(key: key, variants: nil) }
+        guard count != unknownVariants else { return EntrySummary(key: key, variants: nil, encodedSize: reader.offset - start) }
         // Each variant takes at least 39 bytes: a count beyond what remains is damage.
         guard Int(count) <= reader.remaining / 39 else { throw BinaryDecodingError.malformed("variant count") }
-        let keyURL = key.hasPrefix("GET ") ? String(key.dropFirst(4)) : key
+        let keyURL = url(ofKey: key)
         var variants: [Variant] = []
         variants.reserveCapacity(Int(count))
         for _ in 0..<count {
@@ -133,10 +154,12 @@ package final class EntrySummary: Sendable, Equatable {
             else { throw BinaryDecodingError.malformed("summary values") }
             let etag = flags & 2 != 0 ? try reader.readString() : nil
             let lastModified = flags & 4 != 0 ? try reader.readString() : nil
-            variants.append(Variant(responseURL: url.isEmpty ? keyURL : url, statusCode: status, bodyBytes: Int(body),
+            // Written by `encode`, a URL is never the key's own: that one is empty.
+            guard url[...] != keyURL else { throw BinaryDecodingError.malformed("summary URL") }
+            variants.append(Variant(responseURL: url, statusCode: status, bodyBytes: Int(body),
                                     responseDate: responseDate, initialAge: initialAge, freshnessLifetime: lifetime,
                                     etag: etag, lastModified: lastModified, hasCredentials: flags & 1 != 0))
         }
-        return EntrySummary(key: key, variants: variants)
+        return EntrySummary(key: key, variants: variants, encodedSize: reader.offset - start)
     }
 }
