@@ -36,7 +36,7 @@ final class CacheEngine: Sendable {
     convenience init(installing configuration: CachingConfiguration, leavingOut isCachingProtocol: @escaping @Sendable (AnyClass) -> Bool) {
         self.init(configuration: configuration, store: configuration.cache.store,
                   upstream: URLSessionUpstream(clock: configuration.now, leavingOut: isCachingProtocol))
-        configuration.cache.use(policy: configuration.policy, clock: configuration.now)
+        configuration.cache.use(policy: configuration.policy, clock: configuration.now, rules: configuration.rules)
     }
 
     deinit {
@@ -69,7 +69,7 @@ final class CacheEngine: Sendable {
     /// Runs in `canInit` for every GET: with no such URL learned it costs one lock and builds no key.
     func passesBy(_ request: URLRequest) -> Bool {
         guard !noStoreURLs.withLock({ $0.isEmpty }), !isOffline, request.cachePolicy != .returnCacheDataDontLoad,
-              let key = CacheKey.make(for: request) else { return false }
+              let key = cacheKey(for: request) else { return false }
         let now = configuration.now()
         return noStoreURLs.withLock { $0.contains(key, at: now) }
     }
@@ -90,7 +90,7 @@ final class CacheEngine: Sendable {
             var fixed = configuration.policy
             fixed.fixedLifetime = seconds
             return fixed
-        case .bypass, .cachePOST, nil:
+        case .bypass, .cachePOST, .key, nil:
             return configuration.policy
         }
     }
@@ -220,7 +220,7 @@ final class CacheEngine: Sendable {
                 return deliver(.failure(reason.urlError(.resourceUnavailable, url: load.request.urlRequest.url)), to: load,
                                outcome: .notInCache, trip: .noNetwork)
             }
-            deliver(gatewayTimeout(for: url, status: CacheStatus(forward: .uriMiss, detail: "only-if-cached")), to: load,
+            deliver(gatewayTimeout(for: url, status: keyed(CacheStatus(forward: .uriMiss, detail: "only-if-cached"), for: load.request)), to: load,
                     outcome: .notInCache, trip: .noNetwork)
         }
     }
@@ -236,6 +236,7 @@ final class CacheEngine: Sendable {
     /// re-capitalises every header name and parses `Content-Type`), and a fresh hit's response
     /// changes only with its `Age`.
     func answer(with entry: CacheEntry, for request: CacheRequest, status: CacheStatus?, at now: Date) -> Answer {
+        let status = keyed(status, for: request)
         let age = Self.ageField(of: entry, at: now)
         if let range = request.byteRange, let part = CachingPolicy.servesRange(range, from: entry) {
             var headers = entry.headers
@@ -301,16 +302,18 @@ final class CacheEngine: Sendable {
         static let noNetwork = Trip()
     }
 
-    func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false) {
+    func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false,
+                 notStored: NotStoredReason? = nil) {
         guard load.handle.finish() else { return }
-        account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started)
+        account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started,
+                notStored: notStored)
         load.client.receive(answer, outcome: outcome)
     }
 
     /// Counts an answer and reports it to the observer. Called before the app gets the answer,
     /// so statistics read after a response always include it.
     private func account(_ answer: Answer, key: String, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool,
-                         started: DispatchTime) {
+                         started: DispatchTime, notStored: NotStoredReason? = nil) {
         var delivered = 0
         if case .response(_, let body) = answer { delivered = body.count }
         configuration.identity.counters.withLock { counters in
@@ -332,7 +335,8 @@ final class CacheEngine: Sendable {
         observer(CacheEvent(
             key: key, outcome: outcome, originStatus: trip.originStatus, upstreamMethods: trip.methods,
             upstreamBytes: trip.bytes, deliveredBytes: delivered, collapsed: collapsed,
-            duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+            duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9,
+            notStoredReason: notStored
         ))
     }
 
