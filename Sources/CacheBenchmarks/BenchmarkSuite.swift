@@ -466,11 +466,26 @@ final class BenchmarkSuite {
         return String(format: "%.3f %.3f", launched, milliseconds())
     }
 
-    /// What a settings screen pays with `openSize` entries on disk: `usageByHost()` and a
-    /// `purge(pathPrefix:)` that removes a ninth of the entries (`/open/1…`), once each.
+    /// What a settings screen pays with `openSize` entries on disk: `entries()` (median of five,
+    /// after the index has loaded; the note has the index load itself, on the disk worker),
+    /// `usageByHost()` and a `purge(pathPrefix:)` that removes a ninth of the entries
+    /// (`/open/1…`), once each.
     private func management(directory: URL) throws {
+        let openStart = DispatchTime.now().uptimeNanoseconds
         let cache = CachingURLCache(memoryCapacity: 0, diskCapacity: 4 << 30, directory: directory)
+        _ = cache.statistics  // waits for the index to load
+        let loadMilliseconds = Double(DispatchTime.now().uptimeNanoseconds - openStart) / 1e6
         cache.waitUntilSettled()
+        var listings = Samples(capacity: 5)
+        for _ in 0..<5 {
+            try listings.time {
+                guard cache.entries().count == scale.openSize else { throw BenchmarkError("entries() missed entries") }
+            }
+        }
+        record(BenchmarkResult(name: "entries() at \(scale.openSize) entries", samples: listings,
+                               note: String(format: "%.0f ms, median of 5 (one value per entry, newest first); the index with "
+                                            + "its summaries loaded in %.0f ms on the disk worker", listings.medianMicroseconds / 1000,
+                                            loadMilliseconds)))
         let usageStart = DispatchTime.now().uptimeNanoseconds
         let usage = cache.usageByHost()
         let usageMilliseconds = Double(DispatchTime.now().uptimeNanoseconds - usageStart) / 1e6

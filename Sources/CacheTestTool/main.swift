@@ -1,7 +1,8 @@
 // A helper process for tests that need a process of their own: registration against
 // URLSession.shared (which exists once per process), several processes sharing one cache
 // directory (`hammer`, `read-all`), a process killed in the middle of writes (`write-loop`),
-// and a process that may not read the cache's files (`fill`, then `read-all-as`). Not a
+// a process that may not read the cache's files (`fill`, then `read-all-as`), and one that
+// pins in a directory another process uses (`pin`, `pinned`). Not a
 // user-facing tool.
 import CachingProtocol
 import Foundation
@@ -239,6 +240,17 @@ case "hammer":
         fail("usage: hammer DIR KEYS ITERATIONS WRITER")
     }
     hammer(directory: arguments[1], keys: keys, iterations: iterations, writer: arguments[4])
+case "pin", "pinned":
+    // pin DIR URL…: pins the URLs in the cache in DIR (another process sharing it); both print
+    // the pinned URLs, one per line.
+    guard arguments.count >= 2 else { fail("usage: pin DIR URL… | pinned DIR") }
+    let cache = CachingURLCache(memoryCapacity: 0, diskCapacity: 8 << 20, directory: URL(fileURLWithPath: arguments[1]))
+    do {
+        try cache.pin(arguments.dropFirst(2).compactMap(URL.init(string:)))
+    } catch {
+        fail("\(error)")
+    }
+    for url in cache.pinnedURLs { print(url.absoluteString) }
 default:
     fail("unknown command \(arguments.first ?? "(none)")")
 }

@@ -42,6 +42,8 @@ case .sessions:
         writeError("Demo: the sessions scenario could not run: \(error)")
         exit(1)
     }
+case .inspect(let directory, let json):
+    exit(InspectCommand.run(directory: directory, json: json))
 case .bench(let arguments):
     exit(BenchmarkCommand.run(arguments))
 case .fetch(let options):

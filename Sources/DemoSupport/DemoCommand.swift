@@ -14,6 +14,8 @@ public enum DemoCommand: Equatable, Sendable {
     case fetch(FetchOptions)
     /// `sessions`: an image session and an API session side by side (``SessionsScenario``).
     case sessions
+    /// `inspect DIR [--json]`: what a cache directory holds (``InspectCommand``).
+    case inspect(directory: URL, json: Bool)
     /// `bench …`: the benchmarks, which parse their own arguments (CacheBenchmarks).
     case bench([String])
     /// `--help`: print ``usage`` and exit 0.
@@ -26,6 +28,7 @@ public enum DemoCommand: Equatable, Sendable {
         usage: Demo [--network 3g|4g|wifi|loopback] [--json] [--sequential]
                Demo sessions
                Demo fetch URL [--times N] [--cache-dir DIR]
+               Demo inspect DIR [--json]
                Demo bench [--json] [--quick] [--only GROUP,…]   (build with -c release)
                Demo --help
 
@@ -50,11 +53,14 @@ public enum DemoCommand: Equatable, Sendable {
                           bytes and milliseconds.
           --times N       how many fetches (default 2, at least 1).
           --cache-dir DIR keep the cache in DIR (default: a temporary directory, removed afterwards).
+        inspect DIR       lists what the cache directory DIR holds, largest first: size, age, fresh or
+                          stale, pinned, URL. Changes nothing in DIR (an app may be using it).
+          --json          the same as JSON on standard output.
         bench             measures hits against a floor URLProtocol, misses, throughput, scaling,
                           memory and the storage API against Foundation's URLCache ('Demo bench --help').
         --help, -h        this text.
 
-        Exit status: 0 on success, 1 when a fetch fails, 64 for bad arguments.
+        Exit status: 0 on success, 1 when a fetch fails or DIR holds no cache, 64 for bad arguments.
         """
 
     /// Parses the arguments after the program name; throws a ``UsageError``. (Untyped `throws`:
@@ -75,6 +81,14 @@ public enum DemoCommand: Equatable, Sendable {
             return .sessions
         case "compare":
             return try parseCompare(Array(rest))
+        case "inspect":
+            let json = rest.contains("--json")
+            let others = rest.filter { $0 != "--json" }
+            if let option = others.first(where: { $0.hasPrefix("-") }) { throw UsageError("unknown option '\(option)' for inspect") }
+            guard others.count == 1, let path = others.first else {
+                throw UsageError(others.isEmpty ? "inspect needs a cache directory" : "inspect takes one directory")
+            }
+            return .inspect(directory: URL(fileURLWithPath: path, isDirectory: true), json: json)
         default:
             if first.hasPrefix("-") { return try parseCompare(arguments) }
             throw UsageError("unknown command '\(first)'")

@@ -351,12 +351,16 @@ enum FuzzEntryPoints {
         for number in 0..<4 {
             index.put(EntryDigest(key: "k\(number)"), DiskIndex.Entry(fileSize: 1000 * number,
                                                                    latestResponseDate: Date(timeIntervalSinceReferenceDate: Double(number)),
-                                                                   lastAccess: Date(timeIntervalSinceReferenceDate: Double(10 * number))))
+                                                                   lastAccess: Date(timeIntervalSinceReferenceDate: Double(10 * number)),
+                                                                   summary: number == 3 ? nil : EntrySummary(
+                                                                    key: "k\(number)", variants: number == 0 ? nil : [entry].map(EntrySummary.Variant.init))))
         }
         let snapshot = [UInt8](index.snapshotData())
         let journal = [UInt8](DiskIndex.encodeJournal([
             .remove(EntryDigest(key: "k1")), .touch(EntryDigest(key: "k2"), Date(timeIntervalSinceReferenceDate: 99)), .clear,
             .put(EntryDigest(key: "k9"), DiskIndex.Entry(fileSize: 5, latestResponseDate: Date(timeIntervalSinceReferenceDate: 5), lastAccess: Date(timeIntervalSinceReferenceDate: 6))),
+            .put(EntryDigest(key: "k8"), DiskIndex.Entry(fileSize: 7, latestResponseDate: Date(timeIntervalSinceReferenceDate: 7),
+                                                         lastAccess: Date(timeIntervalSinceReferenceDate: 8), summary: EntrySummary(record))),
         ]))
         add("storage", 2, "index", [UInt8(snapshot.count >> 8), UInt8(snapshot.count & 0xFF)] + snapshot + journal)
         add("storage", 3, "journal-ops", [0, 0] + [0x10, 0x20, 0, 0x11, 1, 0, 0, 0, 0x12, 2, 0, 0, 0, 0x21, 0x13, 0x30, 9, 0])

@@ -43,6 +43,10 @@ public struct CacheEvent: Sendable {
     public var collapsed: Bool
     /// From the start of loading to the answer, in seconds (wall clock, not the injected clock).
     public var duration: TimeInterval
+    /// Why the response the origin sent for this request was not stored (`no-store`, its
+    /// status, its size, `Vary: *`, credentials, …), or nil: it was stored, or nothing was
+    /// fetched (a hit, a `304`, a failure). Set for every load that shared the fetch.
+    public var notStoredReason: NotStoredReason? = nil
 }
 
 /// Counters of an installation, since it was installed. The answer counters are named after

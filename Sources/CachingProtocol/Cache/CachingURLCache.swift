@@ -43,6 +43,9 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     private struct APIStorage {
         var policy = CachingPolicy.heuristic()
         var clock = systemClock
+        /// The installation's key rules: keys of the `URLCache` API, purges and pins are made
+        /// with them, as the protocol makes them.
+        var keyRules: [CachingRule] = []
         /// An installation of the protocol uses this cache (see `getCachedResponse(for:completionHandler:)`).
         var servedByProtocol = false
     }
@@ -162,6 +165,25 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         set { store.maximumEntrySize = newValue }
     }
 
+    /// How long a response may stay stored, in seconds since it was stored (or last confirmed
+    /// by a `304`), whatever its freshness: older ones are never served and are removed — when
+    /// the limit is set (after the disk index loads, for a cache just opened), then whenever the
+    /// disk tier settles and a tenth of the limit (between a minute and an hour) has passed, and
+    /// on a timer at that interval while the cache is idle — off the caller's thread. Pinned URLs
+    /// (`pin(_:)`) are exempt. Age is judged on the clock of the installation that uses the cache
+    /// (``CachingConfiguration/now``; the system clock before one does), so set it after
+    /// installing when that clock is not the system's.
+    ///
+    /// Default nil: no limit. Headers and the ``CachingPolicy`` already decide what may be served,
+    /// and an old response with a validator still saves its body on every revalidation (a `304`);
+    /// LRU eviction keeps the directory within ``diskCapacity``. Set a limit when old responses
+    /// must not be kept at all (for example a privacy promise: "nothing older than 30 days"), like
+    /// SDWebImage's `maxDiskAge` or Kingfisher's `expiration`. Thread-safe.
+    public var maximumEntryAge: TimeInterval? {
+        get { store.maximumEntryAge }
+        set { store.maximumEntryAge = newValue }
+    }
+
     open override var currentMemoryUsage: Int { store.memory.statistics.byteCount }
 
     open override var currentDiskUsage: Int { store.disk.statistics.byteCount }
@@ -228,73 +250,6 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         store.disk.trim(toBytes: max(0, bytes))
     }
 
-    /// Deletes everything stored for `url` (GET), from memory and from disk, and returns once
-    /// its entry file is gone from the directory (for example when a user logs out: after the
-    /// call, no file holds the response). Waits for disk writes handed in before the call, so
-    /// it can take as long as those take. Do not call it from a `CachingConfiguration.observer`.
-    public func purge(url: URL) {
-        store.removeRecord(forKey: CacheKey.make(method: "GET", url: url))
-        store.waitUntilSettled()
-    }
-
-    /// Deletes everything stored for `host` — exactly, or every subdomain with `*.example.com` —
-    /// from both tiers, and returns once the entry files are gone (for example "Clear image
-    /// cache" for an image host). Reads each entry file's header to learn its URL, so it takes
-    /// time in proportion to the number of entries (about a second for 100,000): call it off the
-    /// main thread. Not from a `CachingConfiguration.observer`.
-    public func purge(host: String) {
-        let rule = CachingRule.bypass(host: host)
-        purge { rule.matches(URLRequest(url: $0)) }
-    }
-
-    /// Deletes everything stored whose URL path starts with `pathPrefix` (on any host, or only
-    /// on `host`), like ``purge(host:)``.
-    public func purge(pathPrefix: String, host: String? = nil) {
-        let rule = CachingRule.bypass(pathPrefix: pathPrefix, host: host)
-        purge { rule.matches(URLRequest(url: $0)) }
-    }
-
-    private func purge(where matches: (URL) -> Bool) {
-        for key in store.storedKeys().keys {
-            guard let url = Self.url(ofKey: key), matches(url) else { continue }
-            store.removeRecord(forKey: key)
-        }
-        store.waitUntilSettled()
-    }
-
-    /// What is stored per host, for a settings screen ("Images: 120 MB"): the number of stored
-    /// URLs and the bytes they take (entry files on disk; memory only for what is not on disk
-    /// yet). Hosts are lowercase. Reads each entry file's header, like ``purge(host:)``: call it
-    /// off the main thread.
-    public func usageByHost() -> [String: HostUsage] {
-        var usage: [String: HostUsage] = [:]
-        for (key, bytes) in store.storedKeys() {
-            guard let host = Self.url(ofKey: key)?.host?.lowercased() else { continue }
-            usage[host, default: HostUsage()].entryCount += 1
-            usage[host, default: HostUsage()].totalBytes += bytes
-        }
-        return usage
-    }
-
-    /// What one host's stored responses take; see ``usageByHost()``.
-    public struct HostUsage: Sendable, Equatable {
-        /// Stored URLs (each with all its `Vary` variants).
-        public var entryCount = 0
-        /// Bytes they take: their entry files' sizes on disk.
-        public var totalBytes = 0
-
-        public init(entryCount: Int = 0, totalBytes: Int = 0) {
-            self.entryCount = entryCount
-            self.totalBytes = totalBytes
-        }
-    }
-
-    /// The URL of a GET key ("GET https://…").
-    private static func url(ofKey key: String) -> URL? {
-        guard key.hasPrefix("GET ") else { return nil }
-        return URL(string: String(key.dropFirst(4)))
-    }
-
     /// Deletes every entry from both tiers and returns once every entry file is gone from the
     /// directory (waiting for disk writes handed in before the call). Entries stored by another
     /// process sharing the directory after the call are not affected.
@@ -307,23 +262,34 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     /// Called by each installation that uses this cache: entries stored through the `URLCache`
     /// API are dated with `clock` and get their freshness from `policy` (heuristic until an
-    /// installation says otherwise), and the disk tier's last-access times follow `clock`.
-    func use(policy: CachingPolicy, clock: @escaping @Sendable () -> Date) {
-        apiStorage.withLock { $0 = APIStorage(policy: policy, clock: clock, servedByProtocol: true) }
+    /// installation says otherwise), the disk tier's last-access times and the age limit follow
+    /// `clock`, and keys are made with the key rules among `rules` (the last installation's).
+    func use(policy: CachingPolicy, clock: @escaping @Sendable () -> Date, rules: [CachingRule] = []) {
+        let keyRules = rules.filter(\.isKeyRule)
+        apiStorage.withLock { $0 = APIStorage(policy: policy, clock: clock, keyRules: keyRules, servedByProtocol: true) }
         store.clock = clock
+    }
+
+    /// The clock of the installation that uses this cache (the system clock before one does).
+    var clock: @Sendable () -> Date { apiStorage.withLock { $0.clock } }
+
+    /// The GET key of `url`, made as the protocol of the installation that uses this cache makes it.
+    func key(for url: URL) -> String {
+        let rules = apiStorage.withLock { $0.keyRules }
+        return rules.isEmpty ? CacheKey.make(method: "GET", url: url) : rules.cacheKey(for: url)
     }
 
     // MARK: URLCache
 
     open override func cachedResponse(for request: URLRequest) -> CachedURLResponse? {
-        guard let key = Self.key(for: request), let record = store.record(forKey: key),
+        guard let key = key(for: request), let record = store.record(forKey: key),
               let entry = CachingPolicy.matchingVariant(in: record, for: CacheRequest(request, key: key))
         else { return nil }
         return cachedURLResponse(from: entry)
     }
 
     open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for request: URLRequest) {
-        guard cachedResponse.storagePolicy != .notAllowed, let key = Self.key(for: request) else { return }
+        guard cachedResponse.storagePolicy != .notAllowed, let key = key(for: request) else { return }
         let (policy, clock) = apiStorage.withLock { ($0.policy, $0.clock) }
         let entry = Self.entry(from: cachedResponse, request: CacheRequest(request, key: key), policy: policy, now: clock())
         store.storeVariant(entry, key: key, memoryOnly: cachedResponse.storagePolicy == .allowedInMemoryOnly)
@@ -331,9 +297,9 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     /// Like ``purge(url:)``: returns once the entry's file is gone.
     open override func removeCachedResponse(for request: URLRequest) {
-        guard let key = Self.key(for: request) else { return }
+        guard let key = key(for: request) else { return }
         store.removeRecord(forKey: key)
-        store.waitUntilSettled()
+        store.waitUntilRemoved()
     }
 
     /// ``removeAll()``: returns once every entry file is gone.
@@ -344,7 +310,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// Returns once the files of the removed entries are gone.
     open override func removeCachedResponses(since date: Date) {
         store.removeRecords(storedSince: date)
-        store.waitUntilSettled()
+        store.waitUntilRemoved()
     }
 
     open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for dataTask: URLSessionDataTask) {
@@ -381,9 +347,9 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     // MARK: Conversions
 
     /// GET requests to http(s) URLs have keys; everything else is never stored.
-    private static func key(for request: URLRequest) -> String? {
+    private func key(for request: URLRequest) -> String? {
         guard let url = request.url, (request.httpMethod ?? "GET").uppercased() == "GET" else { return nil }
-        return CacheKey.make(method: "GET", url: url)
+        return key(for: url)
     }
 
     /// The entry as a `CachedURLResponse`, built once per entry revision and then reused.

@@ -42,7 +42,7 @@ extension CacheEngine {
         handle: LoadHandle,
         continuation: AsyncThrowingStream<CachedThenFreshResponse, Error>.Continuation
     ) {
-        guard RequestDisposition(urlRequest) == .cacheable, !bypasses(urlRequest), let key = CacheKey.make(for: urlRequest) else {
+        guard RequestDisposition(urlRequest) == .cacheable, !bypasses(urlRequest), let key = cacheKey(for: urlRequest) else {
             let reason = CachingError(.notCacheable, "cachedThenFresh needs a GET the cache may answer (no app validators, no Range, no no-store, no bypass rule)")
             return continuation.finish(throwing: reason)
         }

@@ -61,7 +61,7 @@ extension CacheEngine {
         let now = configuration.now()
         if case .success(let received) = result { recordTransfer(received) }
         let trip = listener.record(result)
-        var context = ExchangeContext(storedPart: nil, maximumEntrySize: store.maximumEntrySize, now: now)
+        var context = ExchangeContext(storedPart: nil, maximumEntrySize: store.maximumEntrySize, now: now, keyRules: configuration.rules)
         if case .success(let received) = result, received.head.status == 206 {
             context.storedPart = CachingPolicy.matchingVariant(in: store.peek(request.key), for: request)
         }
@@ -75,19 +75,20 @@ extension CacheEngine {
             switch outcome.answer {
             case .received(let status):
                 guard case .success(let received) = result else { preconditionFailure("a received answer without a response") }
-                answer = .response(deliverable(received.head, status: status), received.body)
+                answer = .response(deliverable(received.head, status: keyed(status, for: request)), received.body)
             case .stored(let entry, let status):
                 answer = self.answer(with: entry, for: request, status: status, at: now)
             case .redirect(let target, let status):
                 guard case .success(let received) = result else { preconditionFailure("a redirect without a response") }
                 answer = .redirect(deliverable(received.head, status: status), received.body, to: target)
             case .gatewayTimeout(let status):
-                answer = request.urlRequest.url.map { gatewayTimeout(for: $0, status: status) } ?? .failure(URLError(.cannotLoadFromNetwork))
+                answer = request.urlRequest.url.map { gatewayTimeout(for: $0, status: keyed(status, for: request)) }
+                    ?? .failure(URLError(.cannotLoadFromNetwork))
             case .failure(let error):
                 answer = .failure(error)
             }
             finish(exchange, with: Resolution(answer: answer, outcome: eventOutcome(outcome.verdict, of: exchange.plan), trip: trip,
-                                              isPrivateToStarter: outcome.isPrivateToStarter))
+                                              isPrivateToStarter: outcome.isPrivateToStarter, notStored: outcome.notStoredReason))
         }
     }
 
@@ -125,6 +126,8 @@ extension CacheEngine {
         /// Only for the load that started the exchange: its app answered a challenge with a
         /// credential on the way.
         var isPrivateToStarter = false
+        /// Why the origin's response was not stored, for the event.
+        var notStored: NotStoredReason?
     }
 
     /// Hands `resolution` to every load that waits on `exchange` and retires it; with no
@@ -144,7 +147,7 @@ extension CacheEngine {
                 continue
             }
             deliver(resolution.answer, to: waiter.load, outcome: resolution.outcome, trip: resolution.trip,
-                    collapsed: waiter.collapsed)
+                    collapsed: waiter.collapsed, notStored: resolution.notStored)
         }
     }
 
@@ -252,7 +255,7 @@ final class ExchangeListener: UpstreamListener {
         let context = ExchangeContext(storedPart: nil, maximumEntrySize: engine.store.maximumEntrySize, now: engine.configuration.now())
         guard let status = engine.policy(for: request).streamedStatus(of: head, to: sent, of: exchange.plan, for: request,
                                                                       context: context) else { return false }
-        let response = engine.deliverable(head, status: status)
+        let response = engine.deliverable(head, status: engine.keyed(status, for: request))
         state.withLock { $0.streamingTo = waiters.map(\.load.client) }
         for waiter in waiters {
             let marked = waiter.load.followedStoredRedirect ? engine.markedAsReachedThroughStoredRedirect(response) : response

@@ -34,22 +34,23 @@ extension CacheEngine {
 
     /// Goes on with `redirect`, which `load` got with `outcome` after `trip`, as `load`'s app
     /// would (see the extension's summary). Any thread.
-    func followRedirect(_ redirect: Redirect, for load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool) {
+    func followRedirect(_ redirect: Redirect, for load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool,
+                        notStored: NotStoredReason? = nil) {
         switch load.redirects {
         case .report:
             preconditionFailure("a redirect reported to the app is delivered, not followed")
         case .follow:
             follow(redirect, with: load.settings.followingRedirect(redirect.target), from: load.settings, for: load,
-                   outcome: outcome, trip: trip, collapsed: collapsed)
+                   outcome: outcome, trip: trip, collapsed: collapsed, notStored: notStored)
         case .ask(let ask):
             ask(redirect.response, redirect.target) { [self] given in
                 guard let given else {
                     // Refused: the 3xx and its body are the answer.
                     return deliver(.response(redirect.response, redirect.body), to: load, outcome: outcome, trip: trip,
-                                   collapsed: collapsed)
+                                   collapsed: collapsed, notStored: notStored)
                 }
                 follow(redirect, with: given, from: load.settings.forRequestsAsGiven, for: load, outcome: outcome, trip: trip,
-                       collapsed: collapsed)
+                       collapsed: collapsed, notStored: notStored)
             }
         }
     }
@@ -58,7 +59,7 @@ extension CacheEngine {
     /// redirect itself is counted as an answer of its own (its key, outcome and trip; no body
     /// delivered).
     private func follow(_ redirect: Redirect, with request: URLRequest, from settings: SessionSettings, for load: Load,
-                        outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool) {
+                        outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool, notStored: NotStoredReason?) {
         guard load.redirectsFollowed < Self.maximumRedirects else {
             var info: [String: Any] = [NSLocalizedDescriptionKey: "too many HTTP redirects"]
             if let url = request.url { info[NSURLErrorFailingURLErrorKey] = url }
@@ -74,7 +75,7 @@ extension CacheEngine {
         }
         guard !load.handle.isFinished else { return }
         account(.redirect(redirect.response, Data(), to: redirect.target), key: load.request.key, outcome: outcome, trip: trip,
-                collapsed: collapsed, started: load.started)
+                collapsed: collapsed, started: load.started, notStored: notStored)
         let fromCache = [.hit, .staleHit, .revalidatedNotModified, .staleAfterError].contains(outcome)
         // On the engine's queue: a redirect the app's delegate decided arrives on the session's
         // delegate queue, and the next load may create an upstream task.

@@ -36,7 +36,7 @@ final class CacheEngine: Sendable {
     convenience init(installing configuration: CachingConfiguration, leavingOut isCachingProtocol: @escaping @Sendable (AnyClass) -> Bool) {
         self.init(configuration: configuration, store: configuration.cache.store,
                   upstream: URLSessionUpstream(clock: configuration.now, leavingOut: isCachingProtocol))
-        configuration.cache.use(policy: configuration.policy, clock: configuration.now)
+        configuration.cache.use(policy: configuration.policy, clock: configuration.now, rules: configuration.rules)
     }
 
     deinit {
@@ -69,7 +69,7 @@ final class CacheEngine: Sendable {
     /// Runs in `canInit` for every GET: with no such URL learned it costs one lock and builds no key.
     func passesBy(_ request: URLRequest) -> Bool {
         guard !noStoreURLs.withLock({ $0.isEmpty }), !isOffline, request.cachePolicy != .returnCacheDataDontLoad,
-              let key = CacheKey.make(for: request) else { return false }
+              let key = cacheKey(for: request) else { return false }
         let now = configuration.now()
         return noStoreURLs.withLock { $0.contains(key, at: now) }
     }
@@ -90,7 +90,7 @@ final class CacheEngine: Sendable {
             var fixed = configuration.policy
             fixed.fixedLifetime = seconds
             return fixed
-        case .bypass, .cachePOST, nil:
+        case .bypass, .cachePOST, .key, nil:
             return configuration.policy
         }
     }
@@ -222,7 +222,7 @@ final class CacheEngine: Sendable {
                 return deliver(.failure(reason.urlError(.resourceUnavailable, url: load.request.urlRequest.url)), to: load,
                                outcome: .notInCache, trip: .noNetwork)
             }
-            deliver(gatewayTimeout(for: url, status: CacheStatus(forward: .uriMiss, detail: "only-if-cached")), to: load,
+            deliver(gatewayTimeout(for: url, status: keyed(CacheStatus(forward: .uriMiss, detail: "only-if-cached"), for: load.request)), to: load,
                     outcome: .notInCache, trip: .noNetwork)
         }
     }
@@ -239,6 +239,7 @@ final class CacheEngine: Sendable {
     /// re-capitalises every header name and parses `Content-Type`), and a fresh hit's response
     /// changes only with its `Age`.
     func answer(with entry: CacheEntry, for request: CacheRequest, status: CacheStatus?, at now: Date) -> Answer {
+        let status = keyed(status, for: request)
         let age = Self.ageField(of: entry, at: now)
         if CachingPolicy.followedRedirectStatuses.contains(entry.statusCode),
            let target = CachingPolicy.redirectTarget(of: request.urlRequest, status: entry.statusCode, location: entry.headers["Location"]) {
@@ -313,24 +314,26 @@ final class CacheEngine: Sendable {
     /// Hands `answer` to `load`'s client and counts it — unless it is a redirect the engine
     /// follows for this load (every client but one that reports redirects to its app): then the
     /// load goes on to the target (`followRedirect`).
-    func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false) {
+    func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false,
+                 notStored: NotStoredReason? = nil) {
         if case .redirect(let response, let body, let target) = answer, !load.redirects.isReport {
             return followRedirect(Redirect(response: response, body: body, target: target), for: load, outcome: outcome,
-                                  trip: trip, collapsed: collapsed)
+                                  trip: trip, collapsed: collapsed, notStored: notStored)
         }
         guard load.handle.finish() else { return }
         var answer = answer
         if load.followedStoredRedirect, case .response(let response, let body) = answer {
             answer = .response(markedAsReachedThroughStoredRedirect(response), body)
         }
-        account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started)
+        account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started,
+                notStored: notStored)
         load.client.receive(answer, outcome: outcome)
     }
 
     /// Counts an answer and reports it to the observer. Called before the app gets the answer,
     /// so statistics read after a response always include it.
     func account(_ answer: Answer, key: String, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool,
-                         started: DispatchTime) {
+                 started: DispatchTime, notStored: NotStoredReason? = nil) {
         var delivered = 0
         if case .response(_, let body) = answer { delivered = body.count }
         configuration.identity.counters.withLock { counters in
@@ -352,7 +355,8 @@ final class CacheEngine: Sendable {
         observer(CacheEvent(
             key: key, outcome: outcome, originStatus: trip.originStatus, upstreamMethods: trip.methods,
             upstreamBytes: trip.bytes, deliveredBytes: delivered, collapsed: collapsed,
-            duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+            duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9,
+            notStoredReason: notStored
         ))
     }
 

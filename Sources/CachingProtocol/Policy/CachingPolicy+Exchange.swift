@@ -114,6 +114,8 @@ struct ExchangeOutcome {
     /// The app answered a challenge with a credential on the way: only the load that started the
     /// exchange may have this answer.
     var isPrivateToStarter = false
+    /// Why the origin's response was not stored, when it was fetched and not stored.
+    var notStoredReason: NotStoredReason?
 }
 
 /// What the policy needs to judge an answer besides the answer itself.
@@ -124,6 +126,8 @@ struct ExchangeContext {
     /// The largest response the store keeps (`RecordStore.maximumEntrySize`).
     var maximumEntrySize: Int
     var now: Date
+    /// The configuration's rules, for the keys of the URLs an unsafe request invalidates.
+    var keyRules: [CachingRule] = []
 }
 
 extension CachingPolicy {
@@ -138,7 +142,7 @@ extension CachingPolicy {
         case (.forward, _):
             return .finish(Self.passedOn(result, for: request, forward: .request))
         case (.unsafe, _):
-            return .finish(Self.afterUnsafe(result, for: request))
+            return .finish(Self.afterUnsafe(result, for: request, keyRules: context.keyRules))
         case (.fetch(let fallback, let forward), _):
             return .finish(fetched(result, for: request, fallback: fallback, forward: forward, context: context))
         case (.revalidate(let entry, _), .bodyAfterHead):
@@ -234,12 +238,17 @@ extension CachingPolicy {
         case .store(let lifetime, let initialAge):
             let entry = Self.entry(storing: head, body: received.body, for: request, freshnessLifetime: lifetime, initialAge: initialAge)
             let memoryOnly = Self.isKeptInMemoryOnly(entry.headers)
-            if entry.statusCode != 206 {
+            if entry.cost > context.maximumEntrySize {
+                // The store charges headers and URL too (`CacheEntry.cost`) and would refuse it;
+                // like any response not stored, it outdates what was stored.
+                decision = .doNotStore(reason: "\(entry.cost) bytes with its headers, more than maximumEntrySize", code: .tooLarge)
+                storage = .removeVariant
+            } else if entry.statusCode != 206 {
                 storage = .store(entry, memoryOnly: memoryOnly)
             } else if let part = Self.partialContentToStore(entry, over: context.storedPart) {
                 storage = .store(part, memoryOnly: memoryOnly)
             } else {
-                decision = .doNotStore(reason: "a part that cannot be stored or adds nothing to what is stored")
+                decision = .doNotStore(reason: "a part that cannot be stored or adds nothing to what is stored", code: .partialContent)
             }
         case .doNotStore:
             // An outdated copy is never served again (a 5xx says nothing about the resource).
@@ -249,9 +258,11 @@ extension CachingPolicy {
         var outcome = ExchangeOutcome(answer: Self.received(head, for: request, status: status),
                                       storage: storage, verdict: .received,
                                       isPrivateToStarter: head.route.answeredWithCredential)
-        if case .doNotStore = decision, request.byteRange == nil, head.status < 500,
-           Self.responseDirectives(head.headers).noStore {
-            outcome.learnsNoStore = true
+        if case .doNotStore(_, let code) = decision {
+            outcome.notStoredReason = code
+            if request.byteRange == nil, head.status < 500, Self.responseDirectives(head.headers).noStore {
+                outcome.learnsNoStore = true
+            }
         }
         return outcome
     }
@@ -288,7 +299,8 @@ extension CachingPolicy {
     /// origin accepted it: what is stored for its URL goes, and for the `Location` and
     /// `Content-Location` of the answer when they are on the same origin (RFC 9111 §4.4). An error
     /// status or no answer at all leaves the store as it was.
-    private static func afterUnsafe(_ result: Result<ReceivedResponse, Error>, for request: CacheRequest) -> ExchangeOutcome {
+    private static func afterUnsafe(_ result: Result<ReceivedResponse, Error>, for request: CacheRequest,
+                                    keyRules: [CachingRule]) -> ExchangeOutcome {
         var outcome = passedOn(result, for: request, forward: .method)
         guard case .success(let received) = result, received.head.status < 400, let target = request.urlRequest.url else {
             return outcome
@@ -297,7 +309,7 @@ extension CachingPolicy {
         for name in ["Location", "Content-Location"] {
             guard let value = received.head.headers[name], let url = URL(string: value, relativeTo: target)?.absoluteURL,
                   isSameOrigin(url, target) else { continue }
-            keys.append(CacheKey.make(method: "GET", url: url))
+            keys.append(keyRules.cacheKey(for: url))
         }
         outcome.storage = .removeRecords(keys)
         return outcome

@@ -21,7 +21,21 @@ package struct ResponseRoute: Sendable, Equatable {
 /// Whether and how long a response is stored: the output of the storage half of the core.
 package enum StorageDecision: Sendable, Equatable {
     case store(freshnessLifetime: TimeInterval, initialAge: TimeInterval)
-    case doNotStore(reason: String)
+    /// Not stored: `reason` says why in words, `code` as the app sees it in its events
+    /// (``CacheEvent/notStoredReason``). Two decisions are equal when their words are: each
+    /// text comes with one code.
+    case doNotStore(reason: String, code: NotStoredReason = .other)
+
+    package static func == (lhs: StorageDecision, rhs: StorageDecision) -> Bool {
+        switch (lhs, rhs) {
+        case let (.store(lhsLifetime, lhsAge), .store(rhsLifetime, rhsAge)):
+            return lhsLifetime == rhsLifetime && lhsAge == rhsAge
+        case let (.doNotStore(lhsReason, _), .doNotStore(rhsReason, _)):
+            return lhsReason == rhsReason
+        default:
+            return false
+        }
+    }
 }
 
 extension CachingPolicy {
@@ -40,44 +54,44 @@ extension CachingPolicy {
         responseDate: Date,
         route: ResponseRoute = .direct
     ) -> StorageDecision {
-        if route.answeredWithCredential { return .doNotStore(reason: "answered with the app's credential") }
+        if route.answeredWithCredential { return .doNotStore(reason: "answered with the app's credential", code: .challengeCredential) }
         let isRedirect = Self.isStorableRedirect(status: status, headers: headers)
         if isRedirect {
-            guard storesRedirects else { return .doNotStore(reason: "redirect (storesRedirects is off)") }
+            guard storesRedirects else { return .doNotStore(reason: "redirect (storesRedirects is off)", code: .redirect) }
             // Replayed from the cache it would set no cookie, and where it leads may depend on one.
-            if headers.contains("Set-Cookie") { return .doNotStore(reason: "redirect that sets a cookie") }
+            if headers.contains("Set-Cookie") { return .doNotStore(reason: "redirect that sets a cookie", code: .cookieSetOnRedirect) }
         }
-        if request.directives.noStore { return .doNotStore(reason: "request no-store") }
+        if request.directives.noStore { return .doNotStore(reason: "request no-store", code: .requestNoStore) }
         // A part is stored only as the answer to a request for one byte range (RFC 9111 §3.3):
         // it could never answer a request for the whole (`matchingVariant`).
-        if status == 206, request.byteRange == nil { return .doNotStore(reason: "206 to a request for the whole") }
+        if status == 206, request.byteRange == nil { return .doNotStore(reason: "206 to a request for the whole", code: .partialContent) }
         let directives = Self.responseDirectives(headers)
         if directives.mustUnderstand, !Self.understoodStatusCodes.contains(status) {
-            return .doNotStore(reason: "must-understand with status \(status)")
+            return .doNotStore(reason: "must-understand with status \(status)", code: .mustUnderstand)
         }
         // RFC 9111 §5.2.2.3: with `must-understand`, a status the cache understands overrides
         // `no-store` (which is there for caches that do not understand it).
-        if directives.noStore, !directives.mustUnderstand { return .doNotStore(reason: "no-store") }
+        if directives.noStore, !directives.mustUnderstand { return .doNotStore(reason: "no-store", code: .noStore) }
         if let vary = headers["Vary"], HTTPHeaders.listMembers(vary[...]).contains("*") {
-            return .doNotStore(reason: "Vary: *")
+            return .doNotStore(reason: "Vary: *", code: .varyAll)
         }
         if request.sendsCredentials, !storesCredentialedResponses, !directives.isPublic {
-            return .doNotStore(reason: "credentials without public")
+            return .doNotStore(reason: "credentials without public", code: .credentials)
         }
 
         let dateHeader = headers["Date"].flatMap(HTTPDate.parse)
         let explicit = fixedLifetime ?? explicitFreshness(directives, headers: headers, date: dateHeader, responseDate: responseDate)
         if isRedirect {
             if Self.temporaryRedirectStatuses.contains(status), explicit == nil {
-                return .doNotStore(reason: "temporary redirect \(status) without explicit freshness")
+                return .doNotStore(reason: "temporary redirect \(status) without explicit freshness", code: .temporaryRedirect)
             }
         } else if let allowed = cacheableStatusCodes {
-            guard allowed.contains(status) else { return .doNotStore(reason: "status \(status)") }
+            guard allowed.contains(status) else { return .doNotStore(reason: "status \(status)", code: .status) }
         } else {
             // A 206 is stored as a part (`CachingPolicy.partialContentToStore`, RFC 9111 §3.3).
-            guard (200...599).contains(status), status != 304 else { return .doNotStore(reason: "status \(status)") }
+            guard (200...599).contains(status), status != 304 else { return .doNotStore(reason: "status \(status)", code: .status) }
             if explicit == nil, !directives.isPublic, !Self.heuristicallyCacheableStatusCodes.contains(status) {
-                return .doNotStore(reason: "status \(status) without explicit freshness")
+                return .doNotStore(reason: "status \(status) without explicit freshness", code: .status)
             }
         }
 
@@ -107,7 +121,7 @@ extension CachingPolicy {
             && ((explicit ?? 0) > 0 || directives.staleIfError != nil || directives.staleWhileRevalidate != nil
                 || request.directives.maxStale != nil || request.directives.staleIfError != nil)
         guard lifetime - initialAge > 0 || hasValidator || usableStale else {
-            return .doNotStore(reason: "no freshness and no validator")
+            return .doNotStore(reason: "no freshness and no validator", code: .noFreshness)
         }
         return .store(freshnessLifetime: lifetime, initialAge: initialAge)
     }
@@ -118,7 +132,8 @@ extension CachingPolicy {
     func storageDecision(for head: ReceivedHead, request: CacheRequest, bodyBytes: Int?, maximumEntrySize: Int) -> StorageDecision {
         let declared = head.response.expectedContentLength
         if let bytes = bodyBytes ?? (declared >= 0 ? Int(clamping: declared) : nil), bytes > maximumEntrySize {
-            return .doNotStore(reason: "\(bytes) bytes, more than the largest stored response (maximumEntrySize, \(maximumEntrySize) bytes)")
+            return .doNotStore(reason: "\(bytes) bytes, more than the largest stored response (maximumEntrySize, \(maximumEntrySize) bytes)",
+                               code: .tooLarge)
         }
         return storageDecision(for: request, status: head.status, headers: head.headers, requestDate: head.requestDate,
                                responseDate: head.responseDate, route: head.route)
@@ -298,6 +313,8 @@ struct CacheStatus: Sendable, Equatable {
     var forwardStatus: Int?
     var stored = false
     var timeToLive: Int?
+    /// The cache key, when a key rule made it differ from the URL (the `key` parameter).
+    var key: String?
     var detail: String?
 
     var headerValue: String {
@@ -310,7 +327,22 @@ struct CacheStatus: Sendable, Equatable {
             value += "; hit"
         }
         if let timeToLive { value += "; ttl=\(timeToLive)" }
+        if let key { value += "; key=" + Self.quoted(key) }
         if let detail { value += "; detail=\(detail)" }
         return value
+    }
+
+    /// `text` as a structured-field string (RFC 8941 §3.3.3): quoted, with `"` and `\` escaped;
+    /// characters a field value cannot carry become `?`.
+    static func quoted(_ text: String) -> String {
+        var quoted = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"", "\\": quoted += "\\" + String(scalar)
+            case " "..."~": quoted.unicodeScalars.append(scalar)
+            default: quoted += "?"
+            }
+        }
+        return quoted + "\""
     }
 }

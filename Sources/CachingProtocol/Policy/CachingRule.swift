@@ -44,6 +44,10 @@ public struct CachingRule: Sendable {
         /// the configuration's policy like a GET, keyed by its URL, its body and `Content-Type`.
         /// Matches POST requests only.
         case cachePOST
+        /// Stored and looked up under a key made this way (`CachingRule+CacheKey.swift`). Key
+        /// rules are a chain of their own: the first matching key rule makes the key, and the
+        /// first matching rule of the other kinds says what happens to the request.
+        case key(KeyTransform)
     }
 
     let action: Action
@@ -51,7 +55,7 @@ public struct CachingRule: Sendable {
     private let pathPrefix: String?
     private let predicate: (@Sendable (URLRequest) -> Bool)?
 
-    private init(_ action: Action, host: String?, pathPrefix: String?, predicate: (@Sendable (URLRequest) -> Bool)? = nil) {
+    init(_ action: Action, host: String?, pathPrefix: String?, predicate: (@Sendable (URLRequest) -> Bool)? = nil) {
         self.action = action
         self.host = host.map(HostPattern.init)
         self.pathPrefix = pathPrefix
@@ -120,6 +124,12 @@ public struct CachingRule: Sendable {
         if case .cachePOST = action, !(request.httpMethod ?? "GET").isEqualIgnoringASCIICase("POST") { return false }
         if let predicate { return predicate(request) }
         guard let url = request.url else { return false }
+        return matches(url: url)
+    }
+
+    /// Whether the rule's host and path prefix match `url` (a rule with a predicate never does).
+    func matches(url: URL) -> Bool {
+        guard predicate == nil else { return false }
         if let host, !host.matches(url.host ?? "") { return false }
         if let pathPrefix, !url.path.hasPrefix(pathPrefix) { return false }
         return true
@@ -144,9 +154,10 @@ public struct CachingRule: Sendable {
 }
 
 extension Array where Element == CachingRule {
-    /// What the first rule matching `request` says, or nil when none matches.
+    /// What the first rule matching `request` says, or nil when none matches. Key rules are not
+    /// asked: they only make keys (`cacheKey(for:)`).
     func action(for request: URLRequest) -> CachingRule.Action? {
-        for rule in self where rule.matches(request) { return rule.action }
+        for rule in self where !rule.isKeyRule && rule.matches(request) { return rule.action }
         return nil
     }
 }

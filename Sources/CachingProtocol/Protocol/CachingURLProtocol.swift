@@ -112,7 +112,7 @@ public class CachingURLProtocol: URLProtocol {
         case .range:
             // When the policy stores partial content, or a stored response answers it now;
             // otherwise Foundation sends it.
-            guard let key = CacheKey.make(for: request) else { return false }
+            guard let key = engine.cacheKey(for: request) else { return false }
             return engine.takesRangeRequest(CacheRequest(request, key: key, facts: facts), from: settings)
         case .passThrough:
             return false
@@ -121,7 +121,7 @@ public class CachingURLProtocol: URLProtocol {
             // stored response is dropped once the origin accepted the request (RFC 9111 §4.4,
             // `startLoading`). Otherwise there is nothing to invalidate, and Foundation sends it
             // untouched.
-            guard let key = CacheKey.make(for: request) else { return false }
+            guard let key = engine.cacheKey(for: request) else { return false }
             return engine.cachesPOST(request) || engine.takesUnsafeRequest(forKey: key)
         }
     }
@@ -183,7 +183,7 @@ public class CachingURLProtocol: URLProtocol {
         #endif
         // `canInit` accepted the request: a cacheable GET, or an unsafe method for a stored URL.
         guard let (settings, engine) = Self.binding, case let request = settings.apply(to: self.request),
-              let key = CacheKey.make(for: request) else {
+              let key = engine.cacheKey(for: request) else {
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
             return delivery.deliver(.failure(reason.urlError(.cancelled)), onCallingThread: true)
         }

@@ -17,6 +17,14 @@ extension DiskState {
         case ready
     }
 
+    /// A scan that could not be completed because files could not be read, to be tried again.
+    enum OwedWork {
+        /// Load the index (the `open` operation), then scan.
+        case loadIndex
+        /// List the directory and read the headers of the files the index lacks.
+        case scan
+    }
+
     /// One staged record.
     struct Staged {
         var record: CacheRecord

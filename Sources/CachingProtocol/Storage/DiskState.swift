@@ -19,14 +19,6 @@ import Foundation
 /// - a file the index does not list is read directly only while the index is incomplete or the
 ///   file could not be read by the last scan, and never once it was removed.
 struct DiskState {
-    /// A scan that could not be completed because files could not be read, to be tried again.
-    private enum OwedWork {
-        /// Load the index (the `open` operation), then scan.
-        case loadIndex
-        /// List the directory and read the headers of the files the index lacks.
-        case scan
-    }
-
     /// The entry files on disk, least recently used first.
     private(set) var index = DiskIndex()
     private(set) var indexCondition = IndexCondition.ready
@@ -49,12 +41,16 @@ struct DiskState {
     private var touched: Set<EntryDigest> = []
     /// A delayed journal append of access times is queued.
     private var accessTimeWriteScheduled = false
+    /// The pinned keys, as the pins file said when last read or written (`DiskWorker+Pins`).
+    var pins = Pins()
 
     init() {}
 
     // MARK: - What it holds
 
     var stagedCount: Int { staged.count }
+    /// The records handed to `store` and not written yet.
+    var stagedRecords: [CacheRecord] { staged.map(\.value.record) }
     /// The summed cost of the staged records.
     var stagedBytes: Int { staged.bytes }
     var isIndexReady: Bool { indexCondition == .ready }
@@ -109,6 +105,13 @@ struct DiskState {
             return (sizeLimit == nil ? .unindexed : .deferred, false)
         }
         return (.miss, false)
+    }
+
+    /// A listing read the file of `digest` (its index entry of write `generation` had no complete
+    /// summary): the entry keeps `summary` unless a newer write replaced the file. Returns
+    /// whether it did (the index then needs a snapshot to keep it).
+    mutating func describe(_ digest: EntryDigest, _ summary: EntrySummary, generation: UInt64) -> Bool {
+        index.describe(digest, summary, ifGeneration: generation)
     }
 
     /// The delayed journal append of access times has run (or is about to).
@@ -170,10 +173,12 @@ struct DiskState {
     /// The file of write `sequence` is in place. Unstages the record unless a newer one was
     /// staged, and lists the file in the index with the record's last access. Returns the index
     /// entry, or nil when the record was removed after the rename (the file must go).
-    mutating func markWritten(_ digest: EntryDigest, sequence: UInt64, fileSize: Int, latestResponseDate: Date) -> DiskIndex.Entry? {
+    mutating func markWritten(_ digest: EntryDigest, sequence: UInt64, fileSize: Int, latestResponseDate: Date,
+                              summary: EntrySummary? = nil) -> DiskIndex.Entry? {
         guard let current = staged[digest] else { return nil }
         if current.sequence == sequence { staged.removeValue(forKey: digest) }
-        var entry = DiskIndex.Entry(fileSize: fileSize, latestResponseDate: latestResponseDate, lastAccess: current.lastAccess)
+        var entry = DiskIndex.Entry(fileSize: fileSize, latestResponseDate: latestResponseDate, lastAccess: current.lastAccess,
+                                    summary: summary)
         entry.generation = index.put(digest, entry)
         touched.remove(digest)  // the put carries the access time
         unreadableFiles.remove(digest)
@@ -237,17 +242,34 @@ struct DiskState {
     }
 
     /// Evicts least recently used entries until they and `metadataBytes` (snapshot, journal and
-    /// journal records not appended yet, each eviction adding `removalRecordSize`) fit in `limit`.
-    /// Returns the evicted digests, whose files the caller deletes.
+    /// journal records not appended yet, each eviction adding `removalRecordSize`) fit in `limit`:
+    /// unpinned entries first; pinned ones only when they alone do not fit (they grew, or the
+    /// capacity was lowered). Returns the evicted digests, whose files the caller deletes.
     mutating func evict(toFit limit: Int, metadataBytes: Int, removalRecordSize: Int) -> [EntryDigest] {
         var total = index.byteCount + metadataBytes
         var victims: [EntryDigest] = []
+        if total > limit, !pins.isEmpty {
+            for element in index.entries where !pins.contains(element.key) {
+                guard total > limit else { break }
+                victims.append(element.key)
+                total += removalRecordSize - element.value.fileSize
+            }
+            for digest in victims {
+                index.remove(digest)
+                touched.remove(digest)
+            }
+        }
         while total > limit, let victim = index.popLeastRecent() {
             touched.remove(victim.digest)
             victims.append(victim.digest)
             total += removalRecordSize - victim.entry.fileSize
         }
         return victims
+    }
+
+    /// The bytes `digests` take on disk: each one's file, or the cost of its record not written yet.
+    func bytes(of digests: Set<EntryDigest>) -> Int {
+        digests.reduce(0) { total, digest in total + (staged[digest]?.cost ?? index.entry(for: digest)?.fileSize ?? 0) }
     }
 
     /// The cache directory was deleted while the store ran: it holds no file any more.

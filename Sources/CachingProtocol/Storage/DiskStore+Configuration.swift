@@ -148,6 +148,12 @@ extension DiskStore {
         case open
         /// Give every file and directory of the cache this Data Protection class, and new ones too.
         case protect(CachingFileProtection)
+        /// Remove the records past the age limit now, whenever the last sweep was.
+        case expire
+        /// Write a fresh snapshot (and empty the journal) at the next settle: a listing filled in
+        /// summaries the journal does not have, or the app removed records whose keys must leave
+        /// every file.
+        case persistIndex
     }
 
     /// Everything the store's readers and its worker share, under the store's one lock.
@@ -204,6 +210,9 @@ extension DiskStore {
         var maximumEntryFraction: Double
         /// The size of the index snapshot and journal files, as the worker last saw them.
         var metadataBytes = 0
+        /// Records whose newest response was stored longer ago than this are removed (unless
+        /// pinned); nil: no age limit.
+        var maximumEntryAge: TimeInterval?
 
         var maximumEntryBytes: Int {
             entryCostLimit(capacity: capacity, fraction: maximumEntryFraction)
@@ -278,6 +287,9 @@ extension DiskStore {
         let entries: String
         let index: String
         let journal: String
+        /// The pinned keys (`Pins`), and the file whose lock serialises changes to them.
+        let pins: String
+        let pinsLock: String
 
         init(directory: URL) {
             var root = directory.path
@@ -286,6 +298,8 @@ extension DiskStore {
             entries = root + "/entries"
             index = root + "/index"
             journal = root + "/journal"
+            pins = root + "/pins"
+            pinsLock = root + "/pins.lock"
         }
 
         func entry(_ digest: EntryDigest) -> String {

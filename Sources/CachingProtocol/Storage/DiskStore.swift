@@ -62,11 +62,14 @@ final class DiskStore: StoreTier {
     let paths: Paths
     let state: Locked<Shared>
     /// What writes and deletes files; it runs only on `worker`.
-    private let fileWorker: DiskWorker
+    let fileWorker: DiskWorker
     /// The serial queue of the worker that does every write, eviction and index update.
     let worker: DispatchQueue
     /// Entered until the worker has loaded the index (or found none to load).
     private let indexLoad = DispatchGroup()
+    /// While there is an age limit: prompts the worker to look for records past it
+    /// (`DiskStore+Expiry`).
+    let expiryTimer = Locked<DispatchSourceTimer?>(nil)
 
     /// Opens (or creates) the cache in `configuration.directory` without reading anything on the
     /// calling thread but the directory's existence: the worker's first operation loads the
@@ -101,6 +104,7 @@ final class DiskStore: StoreTier {
     }
 
     deinit {
+        expiryTimer.withLock { $0?.cancel() }
         // Every queued block holds the store, so nothing is pending here but access times
         // (which are not written into a directory that was deleted meanwhile).
         fileWorker.close()
@@ -207,12 +211,13 @@ final class DiskStore: StoreTier {
     // MARK: - What it holds
 
     /// The key and file size of every record on disk, once the writes handed in so far have
-    /// landed: one small read of each entry file's header, on the calling thread (the index
-    /// holds digests, not keys). Files that vanished or do not read are left out.
+    /// landed: from the index's summaries, reading an entry file's header only for an entry
+    /// without one (an index from before summaries). Files that vanished or do not read are left out.
     func storedKeys() -> [(key: String, bytes: Int)] {
         flush()
-        let files = state.withLock { state in state.disk.index.entries.map { ($0.key, $0.value.fileSize) } }
-        return files.compactMap { digest, bytes in
+        let files = state.withLock { state in state.disk.index.entries.map { ($0.key, $0.value.fileSize, $0.value.summary?.key) } }
+        return files.compactMap { digest, bytes, key in
+            if let key { return (key, bytes) }
             guard case .valid(let header, _) = DiskWorker.readEntryHeader(paths.entry(digest), reader: configuration.reader),
                   EntryDigest(key: header.key) == digest else { return nil }
             return (header.key, bytes)

@@ -100,7 +100,7 @@ extension DiskWorker {
         // Each pass journals its evictions, which may fold the journal; a few passes always suffice.
         for _ in 0..<8 {
             let pending = pendingJournal.reduce(0) { $0 + $1.encodedSize }
-            let metadata = snapshotSize + journalSize + pending
+            let metadata = snapshotSize + journalSize + pinsSize + pending
             let victims = state.withLock { state in
                 state.disk.evict(toFit: min(state.limits.capacity, limit), metadataBytes: metadata, removalRecordSize: removalSize)
             }

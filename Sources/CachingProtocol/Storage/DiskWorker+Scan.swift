@@ -168,7 +168,8 @@ extension DiskWorker {
                 scan.found.append((digest, DiskIndex.Entry(
                     fileSize: status.size,
                     latestResponseDate: header.latestResponseDate,
-                    lastAccess: status.modificationDate
+                    lastAccess: status.modificationDate,
+                    summary: EntrySummary(key: header.key, variants: nil)  // the rest is read when listed
                 )))
             case .gone:
                 break

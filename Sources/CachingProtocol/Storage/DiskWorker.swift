@@ -36,6 +36,10 @@ final class DiskWorker: @unchecked Sendable {
     var journal: JournalFile?
     var snapshotSize = 0
     var journalSize = 0
+    /// The size of the pins file, counted with the index files against the capacity.
+    var pinsSize = 0
+    /// When records past the age limit were last removed, on the store's clock (`DiskWorker+Expiry`).
+    var lastExpiry: Date?
     /// The journal on disk is missing records (an append failed, it was replaced, or it held
     /// damaged bytes): the next settle writes a fresh snapshot.
     var snapshotNeeded = false
@@ -100,6 +104,8 @@ final class DiskWorker: @unchecked Sendable {
     func settle() {
         appendJournal()
         compactIfNeeded()
+        refreshPins()  // another process may have pinned what eviction is about to choose from
+        expireIfDue()
         enforceCapacity()
         publishMetadataSize()
     }
@@ -114,11 +120,13 @@ final class DiskWorker: @unchecked Sendable {
         case .reconcile(let full): reconcile(full: full)
         case .open: open()
         case .protect(let protection): protect(protection)
+        case .persistIndex: snapshotNeeded = true
+        case .expire: lastExpiry = nil  // `settle`, after this batch, removes them
         }
     }
 
     func publishMetadataSize() {
-        let size = snapshotSize + journalSize
+        let size = snapshotSize + journalSize + pinsSize
         state.withLock { $0.limits.metadataBytes = size }
     }
 
@@ -145,10 +153,11 @@ final class DiskWorker: @unchecked Sendable {
             return
         }
 
+        let summary = EntrySummary(job.record)  // what listings show of it, kept in the index
         let entry = state.withLock { state -> DiskIndex.Entry? in
             // Unstaged meanwhile means removed after the rename: the file must go.
             let entry = state.disk.markWritten(digest, sequence: job.sequence, fileSize: data.count,
-                                               latestResponseDate: job.record.latestResponseDate)
+                                               latestResponseDate: job.record.latestResponseDate, summary: summary)
             if entry != nil { state.report.noteWriteSucceeded() }
             return entry
         }

@@ -87,6 +87,14 @@ final class MemoryStore: StoreTier {
         }
     }
 
+    /// Removes every record `isDoomed` picks (called under the tier's lock: keep it cheap).
+    func removeRecords(where isDoomed: (CacheRecord) -> Bool) {
+        state.withLock { state in
+            let doomed = state.records.filter { isDoomed($0.value) }.map(\.key)
+            for key in doomed { state.records.removeValue(forKey: key) }
+        }
+    }
+
     func removeAll() {
         state.withLock { $0.records.removeAll() }
     }

@@ -27,6 +27,8 @@ final class TieredStore: RecordStore {
 
     /// The largest stored response set by the app; nil follows the capacities.
     private let maximumEntrySizeSetting = Locked<Int?>(nil)
+    /// The age limit (`maximumEntryAge`), read by every lookup, and when memory was last swept.
+    private let ageLimit = Locked<(limit: TimeInterval?, lastSweep: Date?)>((nil, nil))
 
     /// Where memory warnings move memory to disk, one after the other, off the posting thread.
     private let memoryWarnings = DispatchQueue(label: "CachingProtocol.TieredStore.memoryWarnings", qos: .utility)
@@ -47,6 +49,51 @@ final class TieredStore: RecordStore {
         set { maximumEntrySizeSetting.withLock { $0 = max(0, newValue) } }
     }
 
+    /// Responses stored longer ago than this (on `clock`) are never served and are removed,
+    /// unless their key is pinned; nil: no limit. The disk tier sweeps them
+    /// (`DiskStore.maximumEntryAge`); lookups drop them meanwhile, from memory too.
+    var maximumEntryAge: TimeInterval? {
+        get { ageLimit.withLock { $0.limit } }
+        set {
+            ageLimit.withLock { $0 = (newValue, nil) }
+            disk.maximumEntryAge = newValue
+            sweepMemoryIfDue()
+        }
+    }
+
+    /// Removes from memory the records past the age limit (not pinned), when a tenth of the
+    /// limit (between a minute and an hour, as on disk) passed since the last time: so that
+    /// raising or lifting the limit never brings them back. Run by stores and `waitUntilSettled`.
+    private func sweepMemoryIfDue() {
+        guard ageLimit.withLock({ $0.limit }) != nil else { return }
+        let now = clock()
+        let limit = ageLimit.withLock { state -> TimeInterval? in
+            guard let limit = state.limit else { return nil }
+            if let last = state.lastSweep, now >= last, now.timeIntervalSince(last) < DiskWorker.expiryInterval(for: limit) {
+                return nil
+            }
+            state.lastSweep = now
+            return limit
+        }
+        guard let limit else { return }
+        let cutoff = now.addingTimeInterval(-limit)
+        let pins = disk.currentPins()
+        memory.removeRecords { $0.latestResponseDate < cutoff && !pins.contains(EntryDigest(key: $0.key)) }
+    }
+
+    /// `record` without the variants stored longer ago than the age limit, or nil when none is
+    /// left (then the record is removed). Pinned records are kept whole. Costs one lock when
+    /// there is no limit.
+    private func withinAgeLimit(_ record: CacheRecord) -> CacheRecord? {
+        guard let limit = ageLimit.withLock({ $0.limit }) else { return record }
+        let cutoff = clock().addingTimeInterval(-limit)
+        guard record.variants.contains(where: { $0.responseDate < cutoff }), !disk.isPinned(record.key) else { return record }
+        let kept = record.variants.filter { $0.responseDate >= cutoff }
+        guard kept.isEmpty else { return CacheRecord(key: record.key, variants: kept) }
+        removeRecord(forKey: record.key)
+        return nil
+    }
+
     /// The clock for the disk tier's last-access times (the LRU order).
     var clock: @Sendable () -> Date {
         get { disk.clock }
@@ -56,9 +103,10 @@ final class TieredStore: RecordStore {
     // MARK: RecordStore
 
     func lookup(_ key: String) -> RecordLookup {
-        if let record = memory.record(forKey: key) { return .answered(record) }
+        if let record = memory.record(forKey: key) { return .answered(withinAgeLimit(record)) }
         switch disk.lookup(forKey: key, readingUpTo: Self.inlineDiskReadLimit) {
         case .found(let record):
+            guard let record = withinAgeLimit(record) else { return .answered(nil) }
             memory.store(record)
             return .answered(record)
         case .missing:
@@ -109,8 +157,10 @@ final class TieredStore: RecordStore {
     /// - Parameter memoryAlreadyCounted: the caller already counted a memory miss; memory is
     ///   looked at again (the record may have arrived since) without counting a second one.
     private func record(forKey key: String, counting: Bool, memoryAlreadyCounted: Bool) -> CacheRecord? {
-        if let record = memory.record(forKey: key, countingLookup: counting && !memoryAlreadyCounted) { return record }
-        guard let record = disk.record(forKey: key, countingLookup: counting) else { return nil }
+        if let record = memory.record(forKey: key, countingLookup: counting && !memoryAlreadyCounted) {
+            return withinAgeLimit(record)
+        }
+        guard let record = disk.record(forKey: key, countingLookup: counting).flatMap(withinAgeLimit) else { return nil }
         memory.store(record)
         return record
     }
@@ -130,6 +180,7 @@ final class TieredStore: RecordStore {
     /// beyond `maximumVariants`. An entry costing more than `maximumEntrySize` is not stored.
     func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
         guard entry.cost <= maximumEntrySize else { return }
+        sweepMemoryIfDue()
         var variants = record(forKey: key, counting: false, memoryAlreadyCounted: false)?.variants ?? []
         variants.removeAll { $0.isSameVariant(as: entry) }
         variants.insert(entry, at: 0)
@@ -154,6 +205,7 @@ final class TieredStore: RecordStore {
     /// Hands every record in memory that the disk tier lacks to the disk tier, then empties memory.
     func flushMemoryToDisk() {
         for record in memory.allRecords() where !disk.containsRecord(forKey: record.key) {
+            guard let record = withinAgeLimit(record) else { continue }
             disk.store(record)
         }
         memory.removeAll()
@@ -167,11 +219,31 @@ final class TieredStore: RecordStore {
         memoryWarnings.async { [self] in flushMemoryToDisk() }
     }
 
+    /// `waitUntilSettled()` after an app's removal: the disk index is rewritten too (a fresh
+    /// snapshot, an empty journal), so no file of the directory holds a removed key any more
+    /// (the index's summaries keep keys; its journal would keep them until compacted).
+    func waitUntilRemoved() {
+        disk.enqueue(.persistIndex)
+        waitUntilSettled()
+    }
+
     /// Blocks until every disk write handed in so far has settled, a memory warning's move to
     /// disk included.
     func waitUntilSettled() {
+        sweepMemoryIfDue()
         memoryWarnings.sync {}
         disk.flush()
+    }
+
+    /// Every stored record, summarised: the disk tier's listing (`DiskStore.listing()`) and the
+    /// records only memory holds (kept in memory only, or refused by the disk tier).
+    func listing() -> [DiskStore.Listed] {
+        var listed = disk.listing()
+        let onDisk = Set(listed.map(\.summary.key))
+        for record in memory.allRecords() where !onDisk.contains(record.key) {
+            listed.append(DiskStore.Listed(summary: EntrySummary(record), fileBytes: record.cost))
+        }
+        return listed
     }
 
     /// Every stored key with the bytes it takes: its entry file's size, or for a record only in

@@ -37,6 +37,9 @@ public struct CachingError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notCacheable = Code("notCacheable")
         /// A request started after ``CachingURLProtocol/unregister()`` removed the installation.
         public static let notInstalled = Code("notInstalled")
+        /// Pinning would keep more bytes pinned than ``CachingURLCache/diskCapacity`` holds;
+        /// nothing was pinned.
+        public static let pinnedBeyondCapacity = Code("pinnedBeyondCapacity")
     }
 
     /// What went wrong.

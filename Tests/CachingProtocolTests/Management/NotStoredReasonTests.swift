@@ -1,0 +1,77 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// Why a fetched response was not stored, as `CacheEvent.notStoredReason` says: one case per
+/// reason, each checked in the event and in the origin's log (a response not stored is fetched
+/// again), against a response that is stored and has no reason.
+final class NotStoredReasonTests: CachingTestCase {
+    private struct Case {
+        let path: String
+        let response: OriginResponse
+        var headers: [String: String] = [:]
+        let expected: NotStoredReason?
+    }
+
+    private func cases() -> [Case] {
+        let maxAge = HTTPField("Cache-Control", "max-age=600")
+        return [
+            Case(path: "/stored", response: .text("kept", headers: [maxAge]), expected: nil),
+            Case(path: "/no-store", response: .text("secret", headers: [HTTPField("Cache-Control", "no-store")]), expected: .noStore),
+            Case(path: "/not-found", response: .text("missing", status: 404, headers: [maxAge]), expected: .status),
+            Case(path: "/large", response: .text(String(repeating: "x", count: 5_000), headers: [maxAge]), expected: .tooLarge),
+            Case(path: "/vary-all", response: .text("varies", headers: [maxAge, HTTPField("Vary", "*")]), expected: .varyAll),
+            Case(path: "/private", response: .text("mine", headers: [maxAge]), headers: ["Authorization": "Bearer alice"],
+                 expected: .credentials),
+            Case(path: "/plain", response: .text("no caching headers"), expected: .noFreshness),
+            Case(path: "/moved", response: OriginResponse(status: 302, headers: [HTTPField("Location", "/stored-target")]),
+                 expected: .temporaryRedirect),
+            Case(path: "/moved-with-cookie", response: OriginResponse(status: 301, headers: [
+                HTTPField("Location", "/stored-target"), HTTPField("Set-Cookie", "seen=1; Path=/nowhere"),
+            ]), expected: .cookieSetOnRedirect),
+        ]
+    }
+
+    func testEachReasonIsReportedAndTheResponseIsFetchedAgain() async throws {
+        // Given an origin with one resource per reason, and a cache that stores nothing above 1,000 bytes
+        cache.maximumEntrySize = 1_000
+        origin.handle("/stored-target") { _ in .text("target", headers: [HTTPField("Cache-Control", "max-age=600")]) }
+        for testCase in cases() {
+            origin.handle(testCase.path) { _ in testCase.response }
+        }
+        for testCase in cases() {
+            // When each is asked for twice
+            for _ in 0..<2 {
+                _ = try await get(testCase.path, headers: testCase.headers)
+            }
+            // Then the first event names the reason (none for the stored one), and a response
+            // not stored went to the origin again
+            let event = try XCTUnwrap(events.first { $0.key.hasSuffix(testCase.path) }, testCase.path)
+            XCTAssertEqual(event.outcome, .fetched, testCase.path)
+            XCTAssertEqual(event.notStoredReason, testCase.expected, testCase.path)
+            XCTAssertEqual(origin.requests(to: testCase.path).count, testCase.expected == nil ? 1 : 2, testCase.path)
+        }
+        XCTAssertEqual(NotStoredReason.tooLarge.description, "tooLarge")
+    }
+
+    func testAHitAndARevalidationCarryNoReason() async throws {
+        // Given a stored response with a validator
+        origin.handle("/tagged") { request in
+            request.header("If-None-Match") == "\"v1\""
+                ? OriginResponse(status: 304, headers: [HTTPField("ETag", "\"v1\"")])
+                : .text("tagged", headers: [HTTPField("ETag", "\"v1\""), HTTPField("Cache-Control", "max-age=60")])
+        }
+        _ = try await get("/tagged")
+        // When it is hit, then revalidated once stale
+        _ = try await get("/tagged")
+        clock.advance(by: 120)
+        _ = try await get("/tagged")
+        // Then no event names a reason
+        XCTAssertEqual(events.map(\.outcome), [.fetched, .hit, .revalidatedNotModified])
+        XCTAssertEqual(events.compactMap(\.notStoredReason), [])
+    }
+}

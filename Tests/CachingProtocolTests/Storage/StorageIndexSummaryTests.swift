@@ -1,0 +1,73 @@
+import XCTest
+@testable import CachingProtocol
+
+/// Summaries in the disk index (snapshot version 2, journal record type 5): they round-trip,
+/// old and damaged snapshots are rejected (the store then rebuilds from the entry files), and
+/// entries without summaries keep the format they had.
+final class StorageIndexSummaryTests: XCTestCase {
+    private let base = Date(timeIntervalSinceReferenceDate: 700_000_000)
+
+    private func summary(_ key: String, etag: String? = "\"e\"") -> EntrySummary {
+        EntrySummary(key: key, variants: [
+            .init(responseURL: String(key.dropFirst(4)), statusCode: 200, bodyBytes: 1_234, responseDate: base,
+                  initialAge: 3, freshnessLifetime: 600, etag: etag, lastModified: nil, hasCredentials: false),
+            .init(responseURL: "https://elsewhere.example/x", statusCode: 203, bodyBytes: 5, responseDate: base.addingTimeInterval(9),
+                  initialAge: 0, freshnessLifetime: 0, etag: nil, lastModified: "Tue, 14 Nov 2023 00:00:00 GMT", hasCredentials: true),
+        ])
+    }
+
+    private func entry(_ size: Int, accessed: Double, summary: EntrySummary?) -> DiskIndex.Entry {
+        DiskIndex.Entry(fileSize: size, latestResponseDate: base, lastAccess: base.addingTimeInterval(accessed), summary: summary)
+    }
+
+    func testSummariesRoundTripThroughSnapshotAndJournal() throws {
+        // Given an index with one summarised entry, one with a key only and one with none
+        var index = DiskIndex()
+        index.put(EntryDigest(key: "GET https://a.example/1"), entry(10, accessed: 1, summary: summary("GET https://a.example/1")))
+        index.put(EntryDigest(key: "GET https://a.example/2"), entry(20, accessed: 2, summary: EntrySummary(key: "GET https://a.example/2", variants: nil)))
+        index.put(EntryDigest(key: "GET https://a.example/3"), entry(30, accessed: 3, summary: nil))
+        // When it is snapshotted, and a put with a summary is journaled after it
+        let journaled = entry(40, accessed: 4, summary: summary("GET https://a.example/4", etag: nil))
+        let journal = DiskIndex.encodeJournal([.put(EntryDigest(key: "GET https://a.example/4"), journaled)])
+        let loaded = try DiskIndex.load(snapshot: index.snapshotData(), journal: journal).index
+        // Then every entry comes back with its summary, or without one
+        for number in 1...3 {
+            let digest = EntryDigest(key: "GET https://a.example/\(number)")
+            XCTAssertEqual(loaded.entry(for: digest), index.entry(for: digest))
+        }
+        XCTAssertEqual(loaded.entry(for: EntryDigest(key: "GET https://a.example/4"))?.summary, journaled.summary)
+        XCTAssertEqual(DiskIndex.decodeJournal(journal).records.count, 1)
+        XCTAssertEqual(journal.count, DiskIndex.JournalRecord.put(EntryDigest(key: "x"), journaled).encodedSize)
+        // And an entry without a summary keeps the record size it always had
+        XCTAssertEqual(DiskIndex.JournalRecord.put(EntryDigest(key: "x"), entry(1, accessed: 0, summary: nil)).encodedSize, 13 + 40)
+    }
+
+    func testVersionOneAndDamagedSnapshotsAreRejected() {
+        var index = DiskIndex()
+        index.put(EntryDigest(key: "k"), entry(10, accessed: 1, summary: summary("GET https://a.example/k")))
+        let snapshot = index.snapshotData()
+        // A snapshot that says version 1 (with a valid checksum) is another format: rebuilt
+        var bytes = [UInt8](snapshot)
+        bytes[4] = 1
+        let contentLength = bytes.count - 8
+        let checksum = Data(bytes[0..<contentLength]).withUnsafeBytes { StableHash.hash($0) }
+        withUnsafeBytes(of: checksum.littleEndian) { bytes.replaceSubrange(contentLength..., with: $0) }
+        XCTAssertThrowsError(try DiskIndex.load(snapshot: Data(bytes), journal: Data())) { error in
+            XCTAssertEqual(error as? BinaryDecodingError, .unsupportedVersion(1))
+        }
+        // Every flipped byte and every truncation of a snapshot with summaries is damage
+        bytes = [UInt8](snapshot)
+        for position in bytes.indices {
+            bytes[position] ^= 0x20
+            XCTAssertThrowsError(try DiskIndex.load(snapshot: Data(bytes), journal: Data()), "byte \(position)")
+            bytes[position] ^= 0x20
+        }
+        for length in 0..<snapshot.count {
+            XCTAssertThrowsError(try DiskIndex.load(snapshot: snapshot.prefix(length), journal: Data()))
+        }
+        // And a damaged journal record with a summary is skipped whole
+        var journal = DiskIndex.encodeJournal([.put(EntryDigest(key: "j"), entry(5, accessed: 1, summary: summary("GET https://a.example/j")))])
+        journal[journal.count / 2] ^= 0x01
+        XCTAssertEqual(DiskIndex.decodeJournal(journal).records, [])
+    }
+}
