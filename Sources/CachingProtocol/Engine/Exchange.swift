@@ -143,6 +143,12 @@ final class Exchange: Sendable {
         machine.withLock { $0.upstreamStarted(task) }
     }
 
+    /// Whether upstream work may still run: false once every waiting load left (abandoned) or
+    /// the answer was handed out.
+    var isRunning: Bool {
+        machine.withLock { $0.isRunning }
+    }
+
     /// The loads waiting now, in the order they joined.
     var waiting: [Waiter] {
         machine.withLock { $0.waiting.map(\.waiter) }
@@ -377,7 +383,7 @@ struct ExchangeStateMachine<Waiter, Task> {
         return waiters.sorted { $0.key < $1.key }.map { (number: $0.key, waiter: $0.value) }
     }
 
-    /// Whether the exchange still runs (for tests and assertions).
+    /// Whether the exchange still runs: someone waits for it (or it runs in the background).
     var isRunning: Bool {
         if case .running = state { return true }
         return false
