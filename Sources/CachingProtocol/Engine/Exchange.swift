@@ -230,6 +230,11 @@ final class ExchangeTable: Sendable {
         return start
     }
 
+    /// How many loads wait on the exchanges running now (tests wait on it to know a load joined).
+    var waitingLoadCount: Int {
+        state.withLock { Array($0.running.values) }.reduce(0) { $0 + $1.waiting.count }
+    }
+
     /// Hands back the loads that wait for `exchange`'s answer and retires it (identical loads
     /// start a new one from now on); nil when it had finished already.
     func finish(_ exchange: Exchange) -> [Exchange.Waiter]? {
