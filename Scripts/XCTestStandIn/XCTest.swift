@@ -85,6 +85,15 @@ open class XCTestExpectation: NSObject, @unchecked Sendable {
     open func fulfill() {}
 }
 
+/// Apple: `class XCTNSPredicateExpectation : XCTestExpectation`: fulfilled once `predicate`
+/// holds for `object`, evaluated while a waiter waits.
+open class XCTNSPredicateExpectation: XCTestExpectation, @unchecked Sendable {
+    /// Apple: `init(predicate: NSPredicate, object: Any? = nil)`.
+    public init(predicate: NSPredicate, object: Any? = nil) {
+        super.init(description: "Expect predicate")
+    }
+}
+
 /// Apple: `class XCTWaiter : NSObject` (documented as `Sendable`): waits for expectations
 /// without a test case; `XCTWaiter()` and `init(delegate:)` both make one.
 open class XCTWaiter: NSObject, @unchecked Sendable {

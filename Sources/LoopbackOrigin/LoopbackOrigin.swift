@@ -104,6 +104,12 @@ public final class LoopbackOrigin: Sendable {
     /// what was actually sent. Reset by ``resetLog()``.
     public var bodyBytesSent: Int { core.state.withLock { $0.bodyBytesSent } }
 
+    /// Responses the client walked away from: it closed (or reset) the connection while the
+    /// origin stalled before the response, paused between paced chunks, or wrote — a cancelled
+    /// request, a client timeout. The origin stops writing such a response at once. Reset by
+    /// ``resetLog()``.
+    public var responsesAbandoned: Int { core.state.withLock { $0.responsesAbandoned } }
+
     /// All bytes written to sockets: status lines, header sections, chunk framing, bodies and
     /// any `100 Continue` interim responses. Reset by ``resetLog()``.
     public var totalBytesSent: Int { core.state.withLock { $0.totalBytesSent } }
@@ -129,6 +135,7 @@ public final class LoopbackOrigin: Sendable {
         core.state.withLock { s in
             s.log.removeAll()
             s.bodyBytesSent = 0
+            s.responsesAbandoned = 0
             s.totalBytesSent = 0
             s.totalBytesReceived = 0
             s.connectionsAccepted = 0
@@ -199,6 +206,7 @@ final class OriginCore: Sendable {
         var routes: [String: Route] = [:]
         var log: [OriginRequest] = []
         var bodyBytesSent = 0
+        var responsesAbandoned = 0
         var totalBytesSent = 0
         var totalBytesReceived = 0
         var connectionsAccepted = 0
@@ -377,8 +385,7 @@ final class OriginCore: Sendable {
         case .closeWithoutResponse:
             return false
         case .stall(let seconds):
-            let woken = POSIXSocket.waitReadable([listener.wakeRead], timeout: max(0, seconds))
-            if !woken.isEmpty { return false }  // stopped while stalling
+            guard pause(seconds, client: fd, listener: listener) else { return false }
         case .closeAfterBodyBytes(let count):
             closeAfterBodyBytes = max(0, count)
         case .declaredLength(let length):
@@ -434,9 +441,9 @@ final class OriginCore: Sendable {
 
         guard let chunkSize, sendsBody else {
             // The whole response in one buffer: no Nagle/delayed-ACK stall between head and body.
-            let ok = write(headBytes + body, body: headBytes.count..<(headBytes.count + body.count), to: fd,
-                           pacer: pacer, listener: listener)
-            return ok && !closes
+            guard write(headBytes + body, body: headBytes.count..<(headBytes.count + body.count), to: fd,
+                        pacer: pacer, listener: listener) else { return clientLeft(listener) }
+            return !closes
         }
 
         // Chunked: the head goes with the first chunk; every chunk is a separate write.
@@ -444,8 +451,8 @@ final class OriginCore: Sendable {
         var offset = 0
         repeat {
             let end = min(offset + chunkSize, body.count)
-            if pause > 0, offset > 0, !POSIXSocket.waitReadable([listener.wakeRead], timeout: pause).isEmpty {
-                return false  // stopped while pausing
+            if pause > 0, offset > 0, !self.pause(pause, client: fd, listener: listener) {
+                return false
             }
             if end > offset {
                 pending += Array(String(end - offset, radix: 16).utf8) + [13, 10]
@@ -456,7 +463,9 @@ final class OriginCore: Sendable {
                 offset = end
                 let isLast = offset >= body.count
                 if isLast && closeAfterBodyBytes == nil { pending += Array("0\r\n\r\n".utf8) }
-                guard write(pending, body: bodyRange, to: fd, pacer: pacer, listener: listener) else { return false }
+                guard write(pending, body: bodyRange, to: fd, pacer: pacer, listener: listener) else {
+                    return clientLeft(listener)
+                }
                 pending = []
             } else {
                 // Empty body (or cut to nothing by the fault).
@@ -466,6 +475,33 @@ final class OriginCore: Sendable {
             }
         } while offset < body.count
         return !closes
+    }
+
+    /// Waits `seconds` before writing more of a response; false when the origin stopped
+    /// meanwhile or the client closed the connection (counted in `responsesAbandoned`). The
+    /// client's socket is readable only then: it sends nothing while it waits for a response
+    /// (libcurl does not pipeline); data it sent early is left for the next request.
+    private func pause(_ seconds: TimeInterval, client fd: Int32, listener: Listener) -> Bool {
+        let deadline = Date().addingTimeInterval(max(0, seconds))
+        var watched = [listener.wakeRead, fd]
+        while deadline.timeIntervalSinceNow > 0 {
+            let ready = POSIXSocket.waitReadable(watched, timeout: deadline.timeIntervalSinceNow)
+            if ready.isEmpty { return true }
+            if ready.contains(listener.wakeRead) { return false }  // stopped while pausing
+            if POSIXSocket.peerClosed(fd) { return clientLeft(listener) }
+            watched = [listener.wakeRead]
+        }
+        return true
+    }
+
+    /// A write of a response failed, or its client closed the connection: counted as abandoned
+    /// unless the origin is stopping (which shuts its connections down). Returns false, for the
+    /// connection closes.
+    private func clientLeft(_ listener: Listener) -> Bool {
+        state.withLock { s in
+            if s.listener === listener { s.responsesAbandoned += 1 }
+        }
+        return false
     }
 
     /// Writes `bytes` as `pacer` lets the simulated link carry them (at once without one): piece

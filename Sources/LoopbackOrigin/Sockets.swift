@@ -199,6 +199,22 @@ enum POSIXSocket {
         }
     }
 
+    /// Whether the peer of a connected socket closed or reset it: true when a read would end
+    /// the stream or fail, false when data waits (or nothing does). Reads nothing.
+    static func peerClosed(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        while true {
+            #if canImport(Glibc)
+            let count = recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+            #else
+            let count = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT)
+            #endif
+            if count < 0 && errno == EINTR { continue }
+            if count < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
+            return count == 0
+        }
+    }
+
     /// Shuts both directions down: a blocked `recv` or `send` on another thread returns, and
     /// the peer sees the connection end. The descriptor stays open (its owner closes it).
     static func shutdownBoth(_ fd: Int32) {

@@ -123,6 +123,52 @@ final class FaultAndLifecycleTests: XCTestCase {
         }(), "the connection ends mid-body instead of after 30 s pauses")
     }
 
+    func testAClientThatLeavesDuringAStallIsCountedAndTheResponseIsDropped() throws {
+        let origin = try LoopbackOrigin()
+        let arrived = expectation(description: "the request reached the handler")
+        origin.handle("/stall") { _ in
+            arrived.fulfill()
+            return OriginResponse(body: Data("never".utf8), fault: .stall(30))
+        }
+        var connection: RawConnection? = try RawConnection(port: origin.port)
+        try connection?.send("GET /stall HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait(for: [arrived], timeout: 5)
+        XCTAssertEqual(origin.responsesAbandoned, 0)
+        connection = nil
+        wait(for: [abandoned(origin, count: 1)], timeout: 5)  // not after the 30 s stall
+        XCTAssertEqual(origin.bodyBytesSent, 0)
+    }
+
+    func testAClientThatLeavesBetweenPacedChunksIsCountedAndNothingMoreIsSent() throws {
+        let origin = try LoopbackOrigin()
+        origin.handle("/slow") { _ in OriginResponse(body: Data(count: 100), transfer: .paced(chunkSize: 10, interval: 30)) }
+        var connection: RawConnection? = try RawConnection(port: origin.port)
+        try connection?.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait(for: [XCTNSPredicateExpectation(predicate: NSPredicate { _, _ in origin.bodyBytesSent == 10 }, object: nil)], timeout: 5)
+        connection = nil
+        wait(for: [abandoned(origin, count: 1)], timeout: 5)
+        XCTAssertEqual(origin.bodyBytesSent, 10, "the first chunk only")
+    }
+
+    func testAResponseWrittenWholeIsNotAbandoned() throws {
+        let origin = try LoopbackOrigin()
+        origin.handle("/slow") { _ in OriginResponse(body: Data(count: 30), transfer: .paced(chunkSize: 10, interval: 0.01)) }
+        let connection = try RawConnection(port: origin.port)
+        try connection.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertEqual(try connection.readResponse().body.count, 30)
+        try connection.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertEqual(try connection.readResponse().body.count, 30)
+        XCTAssertEqual(origin.responsesAbandoned, 0)
+        XCTAssertEqual(origin.bodyBytesSent, 60)
+        origin.stop()
+        XCTAssertEqual(origin.responsesAbandoned, 0, "stopping the origin abandons nothing")
+    }
+
+    /// Fulfilled once `origin` has counted `count` abandoned responses.
+    private func abandoned(_ origin: LoopbackOrigin, count: Int) -> XCTestExpectation {
+        XCTNSPredicateExpectation(predicate: NSPredicate { _, _ in origin.responsesAbandoned == count }, object: nil)
+    }
+
     func testStopMakesLaterRequestsFailFastAndRestartServesOnTheSamePort() async throws {
         let origin = try LoopbackOrigin()
         origin.handle("/a") { _ in .text("a") }

@@ -267,4 +267,6 @@ final class ExchangeListener: UpstreamListener {
     func upstreamDidReceiveBody(_ data: Data) {
         for client in state.withLock({ $0.streamingTo }) { client.receiveChunk(data) }
     }
+
+    var isWanted: Bool { exchange.isRunning }
 }

@@ -170,6 +170,12 @@ final class Exchange: Sendable {
         machine.withLock { $0.upstreamStarted(task) }
     }
 
+    /// Whether upstream work may still run: false once every waiting load left (abandoned) or
+    /// the answer was handed out.
+    var isRunning: Bool {
+        machine.withLock { $0.isRunning }
+    }
+
     /// The loads waiting now, in the order they joined.
     var waiting: [Waiter] {
         machine.withLock { $0.waiting.map(\.waiter) }
@@ -247,6 +253,11 @@ final class ExchangeTable: Sendable {
             break
         }
         return start
+    }
+
+    /// How many loads wait on the exchanges running now (tests wait on it to know a load joined).
+    var waitingLoadCount: Int {
+        state.withLock { Array($0.running.values) }.reduce(0) { $0 + $1.waiting.count }
     }
 
     /// Hands back the loads that wait for `exchange`'s answer and retires it (identical loads
@@ -408,7 +419,7 @@ struct ExchangeStateMachine<Waiter, Task> {
         return waiters.sorted { $0.key < $1.key }.map { (number: $0.key, waiter: $0.value) }
     }
 
-    /// Whether the exchange still runs (for tests and assertions).
+    /// Whether the exchange still runs: someone waits for it (or it runs in the background).
     var isRunning: Bool {
         if case .running = state { return true }
         return false

@@ -21,6 +21,9 @@ protocol UpstreamListener: Sendable {
     func upstreamDidReceiveHead(_ head: ReceivedHead) -> Bool
     /// A piece of the body of a response for which `upstreamDidReceiveHead` said true.
     func upstreamDidReceiveBody(_ data: Data)
+    /// Whether the transfer is still wanted, asked just before it starts: false when every load
+    /// that waited for it left meanwhile.
+    var isWanted: Bool { get }
 }
 
 /// Where the engine sends what it asks the origin: `URLSessionUpstream` in an app, a fake in the
@@ -156,6 +159,13 @@ final class UpstreamClient: Sendable {
         // on the app session's queue, and on Linux every session's queue targets one serial queue,
         // so cancelling (a `sync` onto the upstream session's queue) from there deadlocks.
         handle.adopt { [task] in DispatchQueue.global(qos: .utility).async { task.cancel() } }
+        // Making the task waits for corelibs' shared queue, which is busy when many loads start
+        // and stop at once: one that nobody waits for any more is cancelled before it starts, so
+        // the origin never sees it (the caller's cancel reaches a task only after it started).
+        if let listener, !listener.isWanted {
+            task.cancel()
+            return handle
+        }
         task.resume()
         return handle
     }

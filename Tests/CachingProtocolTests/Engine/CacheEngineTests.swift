@@ -110,6 +110,25 @@ final class CacheEngineTests: XCTestCase {
         XCTAssertEqual(third.summary, "200 late")
     }
 
+    /// The upstream client asks the listener just before it starts a transfer
+    /// (`UpstreamListener.isWanted`): a load cancelled while its request was being made leaves
+    /// nobody wanting it.
+    func testAnExchangeEveryLoadLeftIsNoLongerWanted() {
+        let (first, firstHandle) = load()
+        upstream.waitForRequests(1)
+        settle()
+        let (second, secondHandle) = load()
+        settle()
+        let listener = upstream.sent[0].listener
+        XCTAssertEqual(listener?.isWanted, true)
+        firstHandle?.cancel()
+        XCTAssertEqual(listener?.isWanted, true, "another load still waits")
+        secondHandle?.cancel()
+        XCTAssertEqual(listener?.isWanted, false, "nobody waits")
+        upstream.fail(0, URLError(.cancelled))
+        XCTAssertEqual([first.summary, second.summary], ["no answer", "no answer"])
+    }
+
     func testALoadCancelledWhileItsRevalidationRunsCancelsIt() {
         storeFetched(["ETag": "\"v1\"", "Cache-Control": "max-age=60"])
         clock.advance(by: 120)

@@ -112,4 +112,41 @@ final class UpstreamClientTests: XCTestCase {
         XCTAssertEqual(CredentialUse.origin(of: URL(string: "http://example.com:8080/")!), "http://example.com:8080")
         XCTAssertNil(CredentialUse.origin(of: space(NSURLAuthenticationMethodHTTPBasic, proxy: true)), "a proxy is no origin")
     }
+
+    /// Every load that waited left while the task was being made: it is cancelled before it
+    /// starts, and the origin never sees it (it was resumed, then cancelled, before).
+    func testATransferNobodyWantsWhenItStartsIsNeverSent() async throws {
+        origin.handle("/item") { _ in .text("item") }
+        for wholeBody in [true, false] {
+            let answered = expectation(description: "answered")
+            let result = Locked<Result<ReceivedResponse, Error>?>(nil)
+            _ = client.send(URLRequest(url: origin.url("/item")), wholeBody: wholeBody, clock: { Date() }, listener: UnwantedTransfer()) { outcome in
+                result.withLock { $0 = outcome }
+                answered.fulfill()
+            }
+            await fulfillment(of: [answered], timeout: 10)
+            XCTAssertThrowsError(try XCTUnwrap(result.withLock { $0 }).get(), "wholeBody \(wholeBody)") { error in
+                XCTAssertEqual((error as? URLError)?.code, .cancelled)
+            }
+        }
+        // A request after them on the same session: by its answer, anything they sent has arrived.
+        _ = try await send("/item", wholeBody: true)
+        XCTAssertEqual(origin.requests(to: "/item").count, 1, "only the last request reached the origin")
+    }
+}
+
+/// A listener whose transfer nobody waits for any more.
+private struct UnwantedTransfer: UpstreamListener {
+    func upstreamWillRedirect(_ response: HTTPURLResponse, to request: URLRequest, decide: @escaping @Sendable (RedirectDecision) -> Void) {
+        decide(.follow)
+    }
+
+    func upstreamDidReceiveChallenge(_ challenge: URLAuthenticationChallenge,
+                                     answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        answer(.performDefaultHandling, nil)
+    }
+
+    func upstreamDidReceiveHead(_ head: ReceivedHead) -> Bool { false }
+    func upstreamDidReceiveBody(_ data: Data) {}
+    var isWanted: Bool { false }
 }

@@ -184,3 +184,24 @@ extension Data {
         Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &+ $0 / 251) })
     }
 }
+
+extension XCTestCase {
+    /// An expectation fulfilled once `condition` holds (an origin counter reaching a value, say),
+    /// checked every 10 ms on a queue of its own until it holds or `giveUpAfter` seconds passed.
+    /// As `XCTNSPredicateExpectation` polls, but that one polls on the run loop of the thread that
+    /// made it, which does not run while an `async` test awaits `fulfillment(of:)` on Linux.
+    func expectation(until description: String, giveUpAfter seconds: TimeInterval = 60,
+                     _ condition: @escaping @Sendable () -> Bool) -> XCTestExpectation {
+        let expectation = XCTestExpectation(description: description)
+        let deadline = DispatchTime.now() + seconds
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "polling: \(description)"))
+        timer.schedule(deadline: .now(), repeating: .milliseconds(10))
+        timer.setEventHandler {
+            let holds = condition()
+            if holds { expectation.fulfill() }
+            if holds || DispatchTime.now() > deadline { timer.cancel() }
+        }
+        timer.resume()
+        return expectation
+    }
+}

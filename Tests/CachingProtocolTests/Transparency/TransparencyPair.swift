@@ -29,6 +29,14 @@ struct TransparencyPair {
             "result: \(result)\ndelegate: \(delegateCalls)\norigin: \(originTraffic)\nlayer answers: \(layerAnswers)"
         }
 
+        /// The same observation with other origin traffic: to compare what the app saw where the
+        /// traffic legitimately differs (loads the layer collapsed into one upstream request).
+        func with(originTraffic: [String]) -> Observation {
+            var changed = self
+            changed.originTraffic = originTraffic
+            return changed
+        }
+
         static func == (lhs: Observation, rhs: Observation) -> Bool {
             lhs.result == rhs.result && lhs.delegateCalls == rhs.delegateCalls && lhs.originTraffic == rhs.originTraffic
         }
@@ -39,10 +47,13 @@ struct TransparencyPair {
     var loggedHeaders: [String] = []
 
     /// Runs `run` without and then with the layer (installed with `caching`); returns both
-    /// observations.
+    /// observations. `sessionHasDelegate` false makes a session without a delegate (its tasks'
+    /// redirects are then followed without asking the app, so identical loads may share one
+    /// upstream request through the layer); `run` still gets an `AppDelegate`, attached to nothing.
     func observe(
         configure: (URLSessionConfiguration) -> Void = { _ in },
         delegate makeDelegate: () -> AppDelegate = { AppDelegate() },
+        sessionHasDelegate: Bool = true,
         caching: CachingConfiguration,
         run: (URLSession, AppDelegate) async throws -> String
     ) async throws -> (without: Observation, with: Observation) {
@@ -56,7 +67,7 @@ struct TransparencyPair {
                 CachingURLProtocol.inject(into: configuration, using: caching)
             }
             let delegate = makeDelegate()
-            let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+            let session = URLSession(configuration: configuration, delegate: sessionHasDelegate ? delegate : nil, delegateQueue: nil)
             defer { session.finishTasksAndInvalidate() }
             let result: String
             do {
@@ -82,21 +93,29 @@ struct TransparencyPair {
 }
 
 /// An app's session delegate that records what it is asked and answers as told: challenges with
-/// `credential` (or default handling), redirects by following or blocking.
+/// `credential` (or default handling), redirects by following or blocking. With `recordsBody`
+/// each piece of body is a call too (`data <size>`); `onFirstBody` runs in the first one, where a
+/// streaming app would act on the first bytes (cancel, say).
 final class AppDelegate: NSObject, URLSessionDataDelegate, Sendable {
     private struct State {
         var calls: [String] = []
         var received = Data()
+        var pieces: [Data] = []
         var completion: XCTestExpectation?
+        var onFirstBody: (@Sendable (URLSessionDataTask) -> Void)?
     }
-    private let state = Locked(State())
+    private let state: Locked<State>
     let credential: URLCredential?
     let followsRedirects: Bool
+    let recordsBody: Bool
     let done = XCTestExpectation(description: "task completed")
 
-    init(credential: URLCredential? = nil, followsRedirects: Bool = true) {
+    init(credential: URLCredential? = nil, followsRedirects: Bool = true, recordsBody: Bool = false,
+         onFirstBody: (@Sendable (URLSessionDataTask) -> Void)? = nil) {
         self.credential = credential
         self.followsRedirects = followsRedirects
+        self.recordsBody = recordsBody
+        state = Locked(State(onFirstBody: onFirstBody))
     }
 
     var calls: [String] { state.withLock { $0.calls } }
@@ -106,6 +125,8 @@ final class AppDelegate: NSObject, URLSessionDataDelegate, Sendable {
         state.withLock { $0.completion = expectation }
     }
     var received: Data { state.withLock { $0.received } }
+    /// Each piece of body as it came (with `recordsBody`).
+    var pieces: [Data] { state.withLock { $0.pieces } }
 
     private func record(_ call: String) {
         state.withLock { $0.calls.append(call) }
@@ -134,7 +155,16 @@ final class AppDelegate: NSObject, URLSessionDataDelegate, Sendable {
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        state.withLock { $0.received.append(data) }
+        let first = state.withLock { state -> (@Sendable (URLSessionDataTask) -> Void)? in
+            state.received.append(data)
+            if recordsBody {
+                state.calls.append("data \(data.count)")
+                state.pieces.append(data)
+            }
+            defer { state.onFirstBody = nil }
+            return state.onFirstBody
+        }
+        first?(dataTask)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
@@ -144,6 +174,16 @@ final class AppDelegate: NSObject, URLSessionDataDelegate, Sendable {
             return state.completion
         }
         (next ?? done).fulfill()
+    }
+}
+
+extension URLSession {
+    /// Whether a GET of `url` goes through the layer: the first of the session's protocol classes
+    /// is the layer's and takes it. (A pair whose load was cancelled gets no answer the layer
+    /// would count.)
+    func layerTakes(_ url: URL) -> Bool {
+        guard let layer = configuration.protocolClasses?.first as? CachingURLProtocol.Type else { return false }
+        return layer.canInit(with: URLRequest(url: url))
     }
 }
 
