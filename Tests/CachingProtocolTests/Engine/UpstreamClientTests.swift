@@ -137,10 +137,6 @@ final class UpstreamClientTests: XCTestCase {
 
 /// A listener whose transfer nobody waits for any more.
 private struct UnwantedTransfer: UpstreamListener {
-    func upstreamWillRedirect(_ response: HTTPURLResponse, to request: URLRequest, decide: @escaping @Sendable (RedirectDecision) -> Void) {
-        decide(.follow)
-    }
-
     func upstreamDidReceiveChallenge(_ challenge: URLAuthenticationChallenge,
                                      answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         answer(.performDefaultHandling, nil)
