@@ -11,9 +11,10 @@ enum Answer: @unchecked Sendable {
     /// A response with its whole body. (When the client already took the response as it arrived,
     /// `LoadClient.receiveHead` and `receiveChunk`, this only ends the load.)
     case response(HTTPURLResponse, Data)
-    /// The origin redirected and the client reports redirects to its app rather than having
-    /// them followed (`RedirectHandling.report`): the app's session decides and loads `request`,
-    /// or, when its delegate refuses, takes the 3xx and its body (the `Data`) as the answer.
+    /// A redirect (from the origin or stored) to `request`. Only a client that reports
+    /// redirects to its app (`RedirectHandling.report`) gets it: the app's session decides and
+    /// loads `request`, or, when its delegate refuses, takes the 3xx and its body (the `Data`)
+    /// as the answer. For every other client the engine follows it (`CacheEngine+Redirects`).
     case redirect(HTTPURLResponse, Data, to: URLRequest)
     /// An error.
     case failure(Error)
@@ -21,15 +22,21 @@ enum Answer: @unchecked Sendable {
 
 /// How the app behind a load treats redirects, as its platform lets this layer honour it.
 enum RedirectHandling: Sendable {
-    /// Nothing in the app could object (no delegate that is asked): follow them.
+    /// Nothing in the app could object (no delegate that is asked): the engine follows them,
+    /// through the cache.
     case follow
     /// Ask the app: `ask` gets the redirect and a `decide` to call with the request to follow
-    /// (possibly changed) or nil, which makes the 3xx the answer (Linux, where the protocol asks
-    /// the app's delegate itself).
+    /// (possibly changed), which the engine follows through the cache, or nil, which makes the
+    /// 3xx the answer (Linux, where the protocol asks the app's delegate itself).
     case ask(@Sendable (HTTPURLResponse, URLRequest, _ decide: @escaping @Sendable (URLRequest?) -> Void) -> Void)
     /// Do not follow; answer with `Answer.redirect` (Apple, where the app's session asks its
     /// delegate and starts the next load itself).
     case report
+
+    var isReport: Bool {
+        if case .report = self { return true }
+        return false
+    }
 }
 
 /// Who waits for a load: it gets the one answer, and meanwhile what the app must see or decide

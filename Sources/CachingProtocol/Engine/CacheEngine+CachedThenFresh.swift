@@ -50,6 +50,14 @@ extension CacheEngine {
         let request = CacheRequest(settings.apply(to: urlRequest), key: key)
         let now = configuration.now()
         let stored = CachingPolicy.matchingVariant(in: store.record(forKey: key), for: request)
+        if let stored, CachingPolicy.followedRedirectStatuses.contains(stored.statusCode) {
+            // A stored redirect: followed through the cache like any load, and answered once,
+            // with where the answer came from.
+            let load = Load(request: request, settings: settings, client: FreshAnswerClient(stored: nil, continuation: continuation),
+                            started: DispatchTime.now(), handle: handle)
+            let (plan, now) = plan(for: request, record: store.record(forKey: key))
+            return proceed(load, plan, now: now)
+        }
         if let stored {
             let isStale = stored.timeToLive(at: now) <= 0
             if case .response(let response, let body) = answer(with: stored, for: request,
@@ -78,7 +86,8 @@ extension CacheEngine {
 }
 
 /// Finishes a cached-then-fresh stream with the origin's answer, yielding it only when it
-/// differs from the stored one.
+/// differs from the stored one (`stored`; nil when nothing was yielded from the cache before,
+/// and then any answer is yielded, from wherever it came).
 private struct FreshAnswerClient: LoadClient {
     let stored: CacheEntry?
     let continuation: AsyncThrowingStream<CachedThenFreshResponse, Error>.Continuation
@@ -91,6 +100,16 @@ private struct FreshAnswerClient: LoadClient {
             // Redirects are followed for this API (`RedirectHandling.follow`): not reached.
             continuation.finish()
         case .response(let response, let body):
+            if stored == nil {
+                let source: CachedThenFreshResponse.Source
+                switch outcome {
+                case .hit, .revalidatedNotModified: source = .cache(isStale: false)
+                case .staleHit, .staleAfterError: source = .cache(isStale: true)
+                default: source = .origin
+                }
+                continuation.yield(CachedThenFreshResponse(response: response, data: body, source: source))
+                return continuation.finish()
+            }
             switch outcome {
             case .revalidatedNotModified, .staleAfterError, .hit, .staleHit:
                 // The stored answer was current (or the origin failed and it is all there is).

@@ -26,10 +26,14 @@ extension CacheEngine {
         switch plan {
         case .fetch, .forward, .unsafe:
             method = requestMethod
-        case .revalidate:
+        case .revalidate(let entry, _):
             // A byte range is revalidated with a conditional range GET, whose 206 is the part; a
-            // cached POST with a conditional POST (a HEAD would ask about another resource).
-            method = configuration.revalidation == .head && request.byteRange == nil && requestMethod == "GET" ? "HEAD" : requestMethod
+            // cached POST with a conditional POST (a HEAD would ask about another resource); a
+            // stored redirect with a conditional GET (its body is small, and a HEAD that is
+            // redirected again would need a GET after it).
+            let byHead = configuration.revalidation == .head && request.byteRange == nil && requestMethod == "GET"
+                && !CachingPolicy.followedRedirectStatuses.contains(entry.statusCode)
+            method = byHead ? "HEAD" : requestMethod
         }
         send(.planned(method: method), in: exchange, listener: ExchangeListener(engine: self, exchange: exchange, starter: load))
     }
@@ -40,8 +44,8 @@ extension CacheEngine {
         guard case .send = exchange.prepareToSend() else { return finish(exchange, with: nil) }
         let request = upstreamRequest(for: sent, in: exchange)
         listener.expect(sent, method: request.httpMethod ?? "GET")
-        // A GET or HEAD whose waiting loads neither take the body as it arrives nor ask the app
-        // about redirects may be collected whole by Foundation (`UpstreamClient.send`).
+        // A GET or HEAD whose waiting loads do not take the body as it arrives may be collected
+        // whole by Foundation (`UpstreamClient.send`).
         let wholeBody = ["GET", "HEAD"].contains(request.httpMethod ?? "GET") && exchange.waiting.allSatisfy(\.load.takesWholeBody)
         let task = upstream.send(request, from: exchange.id.settings, wholeBody: wholeBody, listener: listener) { [self] result in
             received(result, for: sent, in: exchange, listener: listener)
@@ -57,8 +61,7 @@ extension CacheEngine {
         let now = configuration.now()
         if case .success(let received) = result { recordTransfer(received) }
         let trip = listener.record(result)
-        var context = ExchangeContext(reportedRedirect: listener.reportedRedirectTarget, storedPart: nil,
-                                      maximumEntrySize: store.maximumEntrySize, now: now, keyRules: configuration.rules)
+        var context = ExchangeContext(storedPart: nil, maximumEntrySize: store.maximumEntrySize, now: now, keyRules: configuration.rules)
         if case .success(let received) = result, received.head.status == 206 {
             context.storedPart = CachingPolicy.matchingVariant(in: store.peek(request.key), for: request)
         }
@@ -75,9 +78,9 @@ extension CacheEngine {
                 answer = .response(deliverable(received.head, status: keyed(status, for: request)), received.body)
             case .stored(let entry, let status):
                 answer = self.answer(with: entry, for: request, status: status, at: now)
-            case .redirect(let target):
+            case .redirect(let target, let status):
                 guard case .success(let received) = result else { preconditionFailure("a redirect without a response") }
-                answer = .redirect(received.head.response, received.body, to: target)
+                answer = .redirect(deliverable(received.head, status: status), received.body, to: target)
             case .gatewayTimeout(let status):
                 answer = request.urlRequest.url.map { gatewayTimeout(for: $0, status: keyed(status, for: request)) }
                     ?? .failure(URLError(.cannotLoadFromNetwork))
@@ -182,9 +185,10 @@ extension CacheEngine {
 }
 
 /// What the loads of one exchange say while its upstream request runs: the load that started it
-/// decides redirects and answers challenges (a background exchange follows redirects and gives
-/// challenges default handling), and every waiting load that takes bodies as they arrive gets
-/// the response head and its body's pieces. It also keeps the exchange's `Trip`.
+/// answers challenges (a background exchange gives them default handling), and every waiting
+/// load that takes bodies as they arrive gets the response head and its body's pieces. It also
+/// keeps the exchange's `Trip`. (Redirects are not its business: the upstream session stops at
+/// each one, and the engine follows it for each load, `CacheEngine+Redirects`.)
 ///
 /// A server-trust challenge for a session whose delegate judges trust is never given default
 /// handling: it goes to the starting load's client, or, when that client cannot pass it to the
@@ -198,8 +202,6 @@ final class ExchangeListener: UpstreamListener {
         /// The request being sent, so a response head can be judged.
         var sent = SentRequest.planned(method: "GET")
         var trip = CacheEngine.Trip()
-        /// A redirect reported to the app rather than followed (`RedirectHandling.report`).
-        var reportedRedirectTarget: URLRequest?
         /// The loads that got the response head, and so get the body's pieces.
         var streamingTo: [LoadClient] = []
     }
@@ -234,22 +236,6 @@ final class ExchangeListener: UpstreamListener {
         }
     }
 
-    /// Where the app's session goes instead, when a redirect was reported rather than followed.
-    var reportedRedirectTarget: URLRequest? { state.withLock { $0.reportedRedirectTarget } }
-
-    func upstreamWillRedirect(_ response: HTTPURLResponse, to request: URLRequest,
-                              decide: @escaping @Sendable (RedirectDecision) -> Void) {
-        switch starter?.redirects ?? .follow {
-        case .follow:
-            decide(.follow)
-        case .ask(let ask):
-            ask(response, request) { given in decide(given.map(RedirectDecision.followAsGiven) ?? .stop) }
-        case .report:
-            state.withLock { $0.reportedRedirectTarget = request }
-            decide(.stop)
-        }
-    }
-
     func upstreamDidReceiveChallenge(_ challenge: URLAuthenticationChallenge,
                                      answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         let judgedByTheApp = exchange.id.settings.judgesServerTrust
@@ -261,18 +247,20 @@ final class ExchangeListener: UpstreamListener {
     }
 
     func upstreamDidReceiveHead(_ head: ReceivedHead) -> Bool {
-        let (sent, reported) = state.withLock { ($0.sent, $0.reportedRedirectTarget) }
+        let sent = state.withLock { $0.sent }
         var waiters = exchange.waiting.filter(\.load.streamsBody)
         if head.route.answeredWithCredential { waiters = waiters.filter { !$0.collapsed } }
         guard !waiters.isEmpty else { return false }
         let request = exchange.request
-        let context = ExchangeContext(reportedRedirect: reported, storedPart: nil, maximumEntrySize: engine.store.maximumEntrySize,
-                                      now: engine.configuration.now())
+        let context = ExchangeContext(storedPart: nil, maximumEntrySize: engine.store.maximumEntrySize, now: engine.configuration.now())
         guard let status = engine.policy(for: request).streamedStatus(of: head, to: sent, of: exchange.plan, for: request,
                                                                       context: context) else { return false }
         let response = engine.deliverable(head, status: engine.keyed(status, for: request))
         state.withLock { $0.streamingTo = waiters.map(\.load.client) }
-        for waiter in waiters { waiter.load.client.receiveHead(response) }
+        for waiter in waiters {
+            let marked = waiter.load.followedStoredRedirect ? engine.markedAsReachedThroughStoredRedirect(response) : response
+            waiter.load.client.receiveHead(marked)
+        }
         return true
     }
 

@@ -146,7 +146,9 @@ final class CacheEngine: Sendable {
             return .planned(PlannedLoad(request: request, settings: settings, plan: nil, started: started))
         case .answered(let record):
             let planned = plan(for: request, record: record)
-            if case .answerStored(let entry, let isStale) = planned.plan {
+            // A stored redirect goes on: it is followed, or its app asked, with the load's client.
+            if case .answerStored(let entry, let isStale) = planned.plan,
+               !CachingPolicy.followedRedirectStatuses.contains(entry.statusCode) {
                 let answer = answer(with: entry, for: request, status: isStale ? .hit(entry, stale: true, at: planned.now) : nil,
                                     at: planned.now)
                 account(answer, key: request.key, outcome: isStale ? .staleHit : .hit, trip: .noNetwork, collapsed: false,
@@ -228,8 +230,9 @@ final class CacheEngine: Sendable {
     // MARK: Answers
 
     /// The stored response as the answer to `request` at `now`, with `status` as its
-    /// `Cache-Status` when the configuration adds one (nil: a fresh hit, plain `hit`): for a
-    /// request for one byte range the entry holds, that part; otherwise the whole response.
+    /// `Cache-Status` when the configuration adds one (nil: a fresh hit, plain `hit`): a stored
+    /// redirect as a redirect to its target (`Answer.redirect`); for a request for one byte range
+    /// the entry holds, that part; otherwise the whole response.
     ///
     /// A fresh hit reuses the response built for the entry's last hit in the same second of
     /// age: building an `HTTPURLResponse` is the largest cost of a hit on Linux (it
@@ -238,6 +241,12 @@ final class CacheEngine: Sendable {
     func answer(with entry: CacheEntry, for request: CacheRequest, status: CacheStatus?, at now: Date) -> Answer {
         let status = keyed(status, for: request)
         let age = Self.ageField(of: entry, at: now)
+        if CachingPolicy.followedRedirectStatuses.contains(entry.statusCode),
+           let target = CachingPolicy.redirectTarget(of: request.urlRequest, status: entry.statusCode, location: entry.headers["Location"]) {
+            let response = response(for: entry, headers: entry.headers, status: entry.statusCode, age: age,
+                                    cacheStatus: status ?? CacheStatus())
+            return .redirect(response, entry.body, to: target)
+        }
         if let range = request.byteRange, let part = CachingPolicy.servesRange(range, from: entry) {
             var headers = entry.headers
             headers.set("Content-Range", part.contentRange.fieldValue)
@@ -302,9 +311,20 @@ final class CacheEngine: Sendable {
         static let noNetwork = Trip()
     }
 
+    /// Hands `answer` to `load`'s client and counts it — unless it is a redirect the engine
+    /// follows for this load (every client but one that reports redirects to its app): then the
+    /// load goes on to the target (`followRedirect`).
     func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false,
                  notStored: NotStoredReason? = nil) {
+        if case .redirect(let response, let body, let target) = answer, !load.redirects.isReport {
+            return followRedirect(Redirect(response: response, body: body, target: target), for: load, outcome: outcome,
+                                  trip: trip, collapsed: collapsed, notStored: notStored)
+        }
         guard load.handle.finish() else { return }
+        var answer = answer
+        if load.followedStoredRedirect, case .response(let response, let body) = answer {
+            answer = .response(markedAsReachedThroughStoredRedirect(response), body)
+        }
         account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started,
                 notStored: notStored)
         load.client.receive(answer, outcome: outcome)
@@ -312,8 +332,8 @@ final class CacheEngine: Sendable {
 
     /// Counts an answer and reports it to the observer. Called before the app gets the answer,
     /// so statistics read after a response always include it.
-    private func account(_ answer: Answer, key: String, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool,
-                         started: DispatchTime, notStored: NotStoredReason? = nil) {
+    func account(_ answer: Answer, key: String, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool,
+                 started: DispatchTime, notStored: NotStoredReason? = nil) {
         var delivered = 0
         if case .response(_, let body) = answer { delivered = body.count }
         configuration.identity.counters.withLock { counters in

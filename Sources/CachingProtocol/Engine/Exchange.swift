@@ -15,10 +15,14 @@ struct Load: Sendable {
     let streamsBody: Bool
     let redirects: RedirectHandling
     let started: DispatchTime
-    /// Whether it may share an upstream request with identical loads: not when its app is asked
-    /// about redirects on the way (the app must be asked for each of its requests), nor when it is
-    /// retried after another load's credentialed answer.
-    var collapsible: Bool
+    /// Whether it may share an upstream request with identical loads: not when it is retried
+    /// after another load's credentialed answer, nor for an unsafe request.
+    var collapsible = true
+    /// Redirects the engine followed to get here (`CacheEngine+Redirects`), from the app's
+    /// request: the same load, going on with the target's request.
+    var redirectsFollowed = 0
+    /// A stored redirect was followed on the way: the answer's `Cache-Status` says so.
+    var followedStoredRedirect = false
 
     init(request: CacheRequest, settings: SessionSettings, client: LoadClient, started: DispatchTime,
          handle: LoadHandle = LoadHandle()) {
@@ -29,14 +33,20 @@ struct Load: Sendable {
         self.handle = handle
         streamsBody = client.streamsBody
         redirects = client.redirects
-        if case .ask = redirects { collapsible = false } else { collapsible = true }
     }
 
     /// Whether the upstream request may be collected whole by Foundation for this load: it takes
-    /// no body as it arrives and its redirects are followed without asking the app.
-    var takesWholeBody: Bool {
-        guard !streamsBody, case .follow = redirects else { return false }
-        return true
+    /// no body as it arrives. (Redirects never matter: the upstream session stops at each one,
+    /// and the engine follows it.)
+    var takesWholeBody: Bool { !streamsBody }
+
+    /// This load going on with `request`, the target of a redirect it follows, from a session
+    /// with `settings`: the same client, handle and start time, one redirect further.
+    func following(_ request: CacheRequest, from settings: SessionSettings, viaStoredRedirect: Bool) -> Load {
+        var next = Load(request: request, settings: settings, client: client, started: started, handle: handle)
+        next.redirectsFollowed = redirectsFollowed + 1
+        next.followedStoredRedirect = followedStoredRedirect || viaStoredRedirect
+        return next
     }
 }
 
@@ -52,6 +62,9 @@ final class LoadHandle: Sendable {
         var leaveExchange: (@Sendable () -> Void)?
     }
     private let state = Locked(State())
+
+    /// Whether the load was answered or cancelled.
+    var isFinished: Bool { state.withLock { $0.isFinished } }
 
     /// Marks the load answered; false when it was already answered or cancelled.
     func finish() -> Bool {

@@ -108,6 +108,26 @@ struct SessionSettings: Sendable, Hashable {
         return request
     }
 
+    /// `request`, the target of a redirect followed for a load nobody in the app is asked about,
+    /// as Foundation sends it: with the jar's cookies for its URL (corelibs'
+    /// `URLSession._Configuration.configure`, run for such a redirect), so a cookie set on the
+    /// way is sent on the next hop.
+    func followingRedirect(_ request: URLRequest) -> URLRequest {
+        Self.addingCookies(of: recorded.configuration, to: request)
+    }
+
+    /// These settings for requests that must go upstream exactly as given: the request an app's
+    /// delegate gives back for a redirect, to which corelibs adds no cookies
+    /// (`didCompleteRedirectCallback` starts it as it is). corelibs adds the jar's cookies to
+    /// every task a session makes, so on Linux such requests go through an upstream session that
+    /// adds none; elsewhere the upstream session adds none anyway (`upstreamConfiguration`).
+    var forRequestsAsGiven: SessionSettings {
+        guard !Self.addsSessionCookies, recorded.configuration.httpShouldSetCookies else { return self }
+        let configuration = recorded.configuration.copy() as! URLSessionConfiguration
+        configuration.httpShouldSetCookies = false
+        return SessionSettings(configuration, delegate: delegate)
+    }
+
     /// Whether `apply(to:)` changes nothing, so the base protocol class can serve the session.
     var isStandard: Bool { self == Self.standard }
 
@@ -128,8 +148,9 @@ struct SessionSettings: Sendable, Hashable {
     /// - no `httpAdditionalHeaders`: `apply(to:)` put them on the request already;
     /// - on Apple, `httpShouldSetCookies` off: `apply(to:)` put the cookies on the request, and
     ///   each redirect hop comes back through the protocol, which adds the jar's cookies again.
-    ///   On Linux the upstream session follows redirects itself and sets the jar's cookies on
-    ///   every hop (the first hop's are the ones the app's session already set).
+    ///   On Linux the upstream session sets the jar's cookies on every request it sends, as the
+    ///   app's session does (the first request's are the ones the app's session already set),
+    ///   except for the `forRequestsAsGiven` settings.
     func upstreamConfiguration(leavingOut isCachingProtocol: (AnyClass) -> Bool) -> URLSessionConfiguration {
         let configuration = recorded.configuration.copy() as! URLSessionConfiguration
         configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { !isCachingProtocol($0) }

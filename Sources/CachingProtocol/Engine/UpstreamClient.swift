@@ -3,30 +3,15 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// What happens at a redirect.
-enum RedirectDecision: @unchecked Sendable {
-    // @unchecked: URLRequest is a value type but not declared Sendable on every platform.
-
-    /// Follow it as Foundation does for a task without a delegate: with the session's cookies
-    /// for the new URL (so a cookie set on the way is sent on the next hop).
-    case follow
-    /// Follow with this request exactly, as Foundation does with the request a delegate gives
-    /// back (corelibs adds no cookies to it).
-    case followAsGiven(URLRequest)
-    /// Do not follow: the 3xx is the answer.
-    case stop
-}
-
 /// What the app behind a transfer says while it runs. The engine implements it for each
 /// exchange (`ExchangeListener`); a transfer without one follows redirects, gives challenges
-/// default handling and keeps the body whole.
+/// default handling and keeps the body whole. A transfer with one stops at every redirect: the
+/// 3xx and its body are the response, and the engine follows it, through the cache
+/// (`CacheEngine+Redirects`).
 ///
 /// Threading: called on the upstream session's delegate queue; the `decide`/`answer` closures
 /// may be called from any thread, once.
 protocol UpstreamListener: Sendable {
-    /// A redirect is about to be followed: `decide` what happens.
-    func upstreamWillRedirect(_ response: HTTPURLResponse, to request: URLRequest,
-                              decide: @escaping @Sendable (RedirectDecision) -> Void)
     /// A challenge raised before any response arrived (server trust, client certificate, or HTTP
     /// authentication where the platform asks before delivering the 401). `answer` it.
     func upstreamDidReceiveChallenge(_ challenge: URLAuthenticationChallenge,
@@ -119,12 +104,12 @@ final class UpstreamClient: Sendable {
     /// Starts `request` and calls `completion` once with the whole response or the error.
     /// `clock` stamps the request and response dates (RFC 9111 `request_time`/`response_time`).
     ///
-    /// `wholeBody`: a safe request (GET, HEAD) whose answer nobody needs before it is complete,
-    /// and whose redirects are followed without asking the app. On Linux the task is then made
+    /// `wholeBody`: a safe request (GET, HEAD) whose answer nobody needs before it is complete.
+    /// On Linux the task is then made
     /// with a completion handler, so corelibs collects the body itself; a task with only the
     /// session delegate gets one delegate-queue operation per received piece of at most 16 KB
     /// (`_NativeProtocol.notifyDelegate(aboutReceivedData:)`), about 640 thread hand-offs for
-    /// 10 MB. Redirects still reach the session's delegate (corelibs asks
+    /// 10 MB. Redirects still reach the session's delegate, which stops them (corelibs asks
     /// `URLSessionTask.delegate`, which falls back to it). A challenge (a 401, raised once its
     /// body is in) cannot be answered there without hanging the task (linux-foundation-notes
     /// 14), so the request is sent again as a delegate task, which ends with the 401 for the
@@ -236,15 +221,12 @@ private struct Transfer {
     var retryAsDelegateTask: (@Sendable () -> Void)?
     /// A challenge came: the task is cancelled, and `retryAsDelegateTask` runs when it ends.
     var retrying = false
-    var redirectStatuses: [Int] = []
-    var cookieSetOnTheWay = false
     var answeredWithCredential = false
     var responseDate: Date?
 
     func head(_ response: HTTPURLResponse) -> ReceivedHead {
         ReceivedHead(response: response,
-                     route: ResponseRoute(redirectStatuses: redirectStatuses, cookieSetOnTheWay: cookieSetOnTheWay,
-                                          answeredWithCredential: answeredWithCredential),
+                     route: ResponseRoute(answeredWithCredential: answeredWithCredential),
                      requestDate: requestDate, responseDate: responseDate ?? clock())
     }
 
@@ -294,27 +276,14 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
         completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
-        let setsCookie = response.value(forHTTPHeaderField: "Set-Cookie") != nil
-        let listener = transfers.withLock { transfers -> UpstreamListener? in
-            transfers[task.taskIdentifier]?.redirectStatuses.append(response.statusCode)
-            if setsCookie { transfers[task.taskIdentifier]?.cookieSetOnTheWay = true }
-            return transfers[task.taskIdentifier]?.listener
+        let hasListener = transfers.withLock { $0[task.taskIdentifier]?.listener != nil }
+        guard hasListener else {
+            // Followed as Foundation follows for a task without a delegate: with the session's
+            // cookies for the new URL.
+            return completionHandler(SessionSettings.addingCookies(of: session.configuration, to: request))
         }
-        let configuration = session.configuration
-        let follow: @Sendable (RedirectDecision) -> Void = { [transfers] decision in
-            switch decision {
-            case .follow:
-                completionHandler(SessionSettings.addingCookies(of: configuration, to: request))
-            case .followAsGiven(let given):
-                completionHandler(given)
-            case .stop:
-                // The 3xx is the answer: it was counted as a redirect followed, and is not one.
-                transfers.withLock { _ = $0[task.taskIdentifier]?.redirectStatuses.popLast() }
-                completionHandler(nil)
-            }
-        }
-        guard let listener else { return follow(.follow) }
-        listener.upstreamWillRedirect(response, to: request, decide: follow)
+        // The 3xx and its body are the answer: the engine follows the redirect, through the cache.
+        completionHandler(nil)
     }
 
     func urlSession(

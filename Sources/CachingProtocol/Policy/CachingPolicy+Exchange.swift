@@ -75,8 +75,9 @@ struct ExchangeOutcome {
         case received(CacheStatus)
         /// This stored response (for a request for one byte range, the part it asks for).
         case stored(CacheEntry, CacheStatus)
-        /// A redirect the app's session follows itself: the 3xx as it came, then `target`.
-        case redirect(to: URLRequest)
+        /// A redirect, with this `Cache-Status`: each waiting load follows it to `target`, asks its
+        /// app, or reports it, as its platform does (`CacheEngine+Redirects`).
+        case redirect(to: URLRequest, CacheStatus)
         /// The cache's own `504 Gateway Timeout` (RFC 9111 §5.2.2.2).
         case gatewayTimeout(CacheStatus)
         case failure(Error)
@@ -119,8 +120,6 @@ struct ExchangeOutcome {
 
 /// What the policy needs to judge an answer besides the answer itself.
 struct ExchangeContext {
-    /// A redirect the app's session follows itself was reported instead of followed.
-    var reportedRedirect: URLRequest?
     /// The variant stored for the request now, for combining a `206` with it (read only when the
     /// answer is a `206`).
     var storedPart: CacheEntry?
@@ -141,7 +140,7 @@ extension CachingPolicy {
               for request: CacheRequest, context: ExchangeContext) -> ExchangeStep {
         switch (plan, sent) {
         case (.forward, _):
-            return .finish(Self.passedOn(result, forward: .request))
+            return .finish(Self.passedOn(result, for: request, forward: .request))
         case (.unsafe, _):
             return .finish(Self.afterUnsafe(result, for: request, keyRules: context.keyRules))
         case (.fetch(let fallback, let forward), _):
@@ -149,11 +148,18 @@ extension CachingPolicy {
         case (.revalidate(let entry, _), .bodyAfterHead):
             return .finish(fetched(result, for: request, fallback: entry, forward: .stale, context: context))
         case (.revalidate(let entry, _), .planned(let method)):
-            guard case .success(let received) = result, context.reportedRedirect == nil else {
-                // No answer at all, or a redirect the app's session follows itself.
+            guard case .success(let received) = result else {
                 return .finish(fetched(result, for: request, fallback: entry, forward: .stale, context: context))
             }
             let head = received.head
+            if Self.redirectTarget(of: request.urlRequest, status: head.status, location: head.headers["Location"]) != nil {
+                // The resource moves elsewhere now: a GET's answer is the redirect to store and
+                // follow; a HEAD's is fetched again as a GET (a HEAD redirect leads to a HEAD).
+                guard method == "HEAD" else {
+                    return .finish(fetched(result, for: request, fallback: entry, forward: .stale, context: context))
+                }
+                return .fetchBody
+            }
             switch revalidationOutcome(stored: entry, request: request, method: method, status: head.status,
                                        headers: head.headers, requestDate: head.requestDate,
                                        responseDate: head.responseDate, now: context.now) {
@@ -177,11 +183,13 @@ extension CachingPolicy {
 
     /// The `Cache-Status` a response head is streamed to the app with as its body arrives, or
     /// nil when its body must not be streamed: only a body that becomes the answer as it is — not
-    /// a HEAD's, a `304`'s (the answer is the stored body), a redirect's the app's session
-    /// follows itself, an unsafe request's, nor an error's a stale stored response replaces.
+    /// a HEAD's, a `304`'s (the answer is the stored body), a redirect's (it is followed, or
+    /// handed over whole), an unsafe request's, nor an error's a stale stored response replaces.
     func streamedStatus(of head: ReceivedHead, to sent: SentRequest, of plan: ExchangePlan, for request: CacheRequest,
                         context: ExchangeContext) -> CacheStatus? {
-        guard context.reportedRedirect == nil, head.status != 304 else { return nil }
+        guard head.status != 304,
+              Self.redirectTarget(of: request.urlRequest, status: head.status, location: head.headers["Location"]) == nil
+        else { return nil }
         let fallback: CacheEntry?
         let forward: CacheStatus.Forward
         switch (plan, sent) {
@@ -219,9 +227,6 @@ extension CachingPolicy {
         case .success(let response):
             received = response
         }
-        if let target = context.reportedRedirect {
-            return ExchangeOutcome(answer: .redirect(to: target), verdict: .received)
-        }
         let head = received.head
         if head.status >= 500, let fallback, mayServeAfterError(fallback, request: request, now: context.now) {
             return Self.staleAfterError(fallback, originStatus: head.status, now: context.now)
@@ -249,8 +254,8 @@ extension CachingPolicy {
             // An outdated copy is never served again (a 5xx says nothing about the resource).
             if head.status < 500 { storage = .removeVariant }
         }
-        var outcome = ExchangeOutcome(answer: .received(cacheStatus(forFetched: head, decision: decision, forward: forward,
-                                                                    now: context.now)),
+        let status = cacheStatus(forFetched: head, decision: decision, forward: forward, now: context.now)
+        var outcome = ExchangeOutcome(answer: Self.received(head, for: request, status: status),
                                       storage: storage, verdict: .received,
                                       isPrivateToStarter: head.route.answeredWithCredential)
         if case .doNotStore(_, let code) = decision {
@@ -269,14 +274,24 @@ extension CachingPolicy {
         return ExchangeOutcome(answer: .stored(entry, status), verdict: .staleAfterError)
     }
 
+    /// The origin's response `head` to `request` as the answer, with `status`: a redirect to
+    /// follow when it is one, else the response itself.
+    private static func received(_ head: ReceivedHead, for request: CacheRequest, status: CacheStatus) -> ExchangeOutcome.AnswerSource {
+        guard let target = redirectTarget(of: request.urlRequest, status: head.status, location: head.headers["Location"]) else {
+            return .received(status)
+        }
+        return .redirect(to: target, status)
+    }
+
     /// The origin's answer handed on as it is, never stored.
-    private static func passedOn(_ result: Result<ReceivedResponse, Error>, forward: CacheStatus.Forward) -> ExchangeOutcome {
+    private static func passedOn(_ result: Result<ReceivedResponse, Error>, for request: CacheRequest,
+                                 forward: CacheStatus.Forward) -> ExchangeOutcome {
         switch result {
         case .failure(let error):
             return ExchangeOutcome(answer: .failure(error), verdict: .failed)
         case .success(let received):
-            return ExchangeOutcome(answer: .received(CacheStatus(forward: forward, forwardStatus: received.head.status)),
-                                   verdict: .received)
+            let status = CacheStatus(forward: forward, forwardStatus: received.head.status)
+            return ExchangeOutcome(answer: Self.received(received.head, for: request, status: status), verdict: .received)
         }
     }
 
@@ -286,7 +301,7 @@ extension CachingPolicy {
     /// status or no answer at all leaves the store as it was.
     private static func afterUnsafe(_ result: Result<ReceivedResponse, Error>, for request: CacheRequest,
                                     keyRules: [CachingRule]) -> ExchangeOutcome {
-        var outcome = passedOn(result, forward: .method)
+        var outcome = passedOn(result, for: request, forward: .method)
         guard case .success(let received) = result, received.head.status < 400, let target = request.urlRequest.url else {
             return outcome
         }

@@ -5,19 +5,12 @@ import FoundationNetworking
 
 /// How a response was reached, where that decides whether it may be stored.
 package struct ResponseRoute: Sendable, Equatable {
-    /// The redirects followed on the way, in order: after a temporary one (302, 303, 307) the
-    /// final response is not stored under the original URL, which may point elsewhere next time.
-    package var redirectStatuses: [Int]
-    /// A redirect on the way set a cookie: the final response may depend on it.
-    package var cookieSetOnTheWay: Bool
     /// A credential of the app's went with the request on the way — the app answered a challenge
     /// with one, or the upstream session took one from the app's credential storage — so the
     /// response belongs to that credential, which the request's fingerprint does not show.
     package var answeredWithCredential: Bool
 
-    package init(redirectStatuses: [Int] = [], cookieSetOnTheWay: Bool = false, answeredWithCredential: Bool = false) {
-        self.redirectStatuses = redirectStatuses
-        self.cookieSetOnTheWay = cookieSetOnTheWay
+    package init(answeredWithCredential: Bool = false) {
         self.answeredWithCredential = answeredWithCredential
     }
 
@@ -61,15 +54,12 @@ extension CachingPolicy {
         responseDate: Date,
         route: ResponseRoute = .direct
     ) -> StorageDecision {
-        if route.redirectStatuses.contains(where: Self.temporaryRedirectStatuses.contains) {
-            return .doNotStore(reason: "temporary redirect", code: .temporaryRedirect)
-        }
-        if route.cookieSetOnTheWay { return .doNotStore(reason: "cookie set on a redirect", code: .cookieSetOnRedirect) }
         if route.answeredWithCredential { return .doNotStore(reason: "answered with the app's credential", code: .challengeCredential) }
-        if (300...399).contains(status), headers.contains("Location") {
-            // The app chose not to follow it; stored, it would be served as the final answer to
-            // requests whose apps follow redirects (this layer never replays a redirect).
-            return .doNotStore(reason: "redirect not followed", code: .redirectNotFollowed)
+        let isRedirect = Self.isStorableRedirect(status: status, headers: headers)
+        if isRedirect {
+            guard storesRedirects else { return .doNotStore(reason: "redirect (storesRedirects is off)", code: .redirect) }
+            // Replayed from the cache it would set no cookie, and where it leads may depend on one.
+            if headers.contains("Set-Cookie") { return .doNotStore(reason: "redirect that sets a cookie", code: .cookieSetOnRedirect) }
         }
         if request.directives.noStore { return .doNotStore(reason: "request no-store", code: .requestNoStore) }
         // A part is stored only as the answer to a request for one byte range (RFC 9111 §3.3):
@@ -91,7 +81,11 @@ extension CachingPolicy {
 
         let dateHeader = headers["Date"].flatMap(HTTPDate.parse)
         let explicit = fixedLifetime ?? explicitFreshness(directives, headers: headers, date: dateHeader, responseDate: responseDate)
-        if let allowed = cacheableStatusCodes {
+        if isRedirect {
+            if Self.temporaryRedirectStatuses.contains(status), explicit == nil {
+                return .doNotStore(reason: "temporary redirect \(status) without explicit freshness", code: .temporaryRedirect)
+            }
+        } else if let allowed = cacheableStatusCodes {
             guard allowed.contains(status) else { return .doNotStore(reason: "status \(status)", code: .status) }
         } else {
             // A 206 is stored as a part (`CachingPolicy.partialContentToStore`, RFC 9111 §3.3).
@@ -181,9 +175,6 @@ extension CachingPolicy {
               initialAge: initialAge)
     }
 
-    /// Redirect statuses after which the target may differ next time.
-    static let temporaryRedirectStatuses: Set<Int> = [302, 303, 307]
-
     /// `max-age`, else `Expires - Date`; nil when the response states no freshness.
     private func explicitFreshness(_ directives: CacheControl, headers: HTTPHeaders, date: Date?, responseDate: Date) -> TimeInterval? {
         if directives.hasInvalidFreshness { return 0 }
@@ -211,6 +202,9 @@ extension CachingPolicy {
                       let lastModified = HTTPDate.parse(lastModifiedText) else { return 0 }
                 return min(cap, max(0, date.timeIntervalSince(lastModified) * fraction))
             }
+        }
+        if let permanentRedirectLifetime, Self.permanentRedirectStatuses.contains(status) {
+            return permanentRedirectLifetime
         }
         if let imageLifetime, Self.hasNoCachingHeaders(headers),
            let type = headers["Content-Type"], type.lowercased().hasPrefix("image/") {
@@ -275,6 +269,22 @@ extension CachingPolicy {
         let apparentAge = date.map { max(0, responseDate.timeIntervalSince($0)) } ?? 0
         let responseDelay = max(0, responseDate.timeIntervalSince(requestDate))
         return max(apparentAge, TimeInterval(ageValue) + responseDelay)
+    }
+}
+
+extension CacheStatus {
+    /// The detail of an answer reached through a stored redirect the engine followed.
+    static let viaStoredRedirect = "via-stored-redirect"
+
+    /// The `Cache-Status` field `value` with `detail` added: as its `detail` parameter, or joined
+    /// to the one it has (`detail=stale` becomes `detail="stale via-stored-redirect"`).
+    static func adding(detail: String, to value: String) -> String {
+        var parameters = value.components(separatedBy: "; ")
+        guard let index = parameters.firstIndex(where: { $0.hasPrefix("detail=") }) else { return value + "; detail=" + detail }
+        var existing = parameters[index].dropFirst("detail=".count)
+        if existing.hasPrefix("\""), existing.hasSuffix("\""), existing.count >= 2 { existing = existing.dropFirst().dropLast() }
+        parameters[index] = "detail=\"\(existing) \(detail)\""
+        return parameters.joined(separator: "; ")
     }
 }
 

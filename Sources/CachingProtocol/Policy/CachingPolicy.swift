@@ -50,6 +50,20 @@ public struct CachingPolicy: Sendable, Equatable {
     /// without `Cache-Control: public`. Default false. Even when stored, such a response is only
     /// ever served to requests with the same credentials.
     public var storesCredentialedResponses: Bool
+    /// Whether redirects are stored, so a stored redirect answers without the origin (the engine
+    /// follows every redirect itself, through the cache): a 301 or 308 like any response
+    /// cacheable by default (explicit freshness, else the heuristics, else
+    /// ``permanentRedirectLifetime``), a 302, 303 or 307 only with explicit freshness
+    /// (`max-age`, `Expires`), and never one that sets a cookie. Default true in both presets,
+    /// whatever ``cacheableStatusCodes`` says.
+    public var storesRedirects: Bool
+
+    /// How long a 301 or 308 without explicit freshness, `ETag` or `Last-Modified` stays fresh
+    /// (RFC 9110 §15.4.2: permanent redirects are cacheable by default, and browsers keep them
+    /// for a long time). Nil: only the heuristics for validators apply, so a bare 301 is not
+    /// stored (RFC behaviour, the ``rfc9111`` preset). The heuristic preset keeps them one day.
+    public var permanentRedirectLifetime: TimeInterval?
+
     /// A freshness lifetime that replaces the one the response's headers and the heuristics
     /// give, set by a ``CachingRule/freshFor(_:host:pathPrefix:)`` rule. Nil for every preset.
     var fixedLifetime: TimeInterval?
@@ -74,7 +88,9 @@ public struct CachingPolicy: Sendable, Equatable {
         maximumStaleness: TimeInterval,
         cacheableStatusCodes: Set<Int>?,
         storesCredentialedResponses: Bool = false,
-        maximumStalenessWhenDisconnected: TimeInterval? = nil
+        maximumStalenessWhenDisconnected: TimeInterval? = nil,
+        storesRedirects: Bool = true,
+        permanentRedirectLifetime: TimeInterval? = nil
     ) {
         self.etagWindow = etagWindow
         self.lastModifiedFreshness = lastModifiedFreshness
@@ -84,6 +100,8 @@ public struct CachingPolicy: Sendable, Equatable {
         self.cacheableStatusCodes = cacheableStatusCodes
         self.storesCredentialedResponses = storesCredentialedResponses
         self.maximumStalenessWhenDisconnected = maximumStalenessWhenDisconnected
+        self.storesRedirects = storesRedirects
+        self.permanentRedirectLifetime = permanentRedirectLifetime
     }
 
     /// MKNetworkKit's heuristic rules, the default.
@@ -95,7 +113,8 @@ public struct CachingPolicy: Sendable, Equatable {
     ///   - imageLifetime: how long an image without caching headers is kept. Default seven days.
     ///   - maximumStaleness: how stale a response may be and still be served when the origin
     ///     fails. Default seven days.
-    /// Statuses 200 and 203 are stored.
+    /// Statuses 200 and 203 are stored, and redirects (``storesRedirects``); a 301 or 308 with no
+    /// freshness information stays fresh for a day (``permanentRedirectLifetime``).
     public static func heuristic(
         etagWindow: TimeInterval = 86_400,
         lastModifiedWindow: TimeInterval = 86_400,
@@ -109,7 +128,8 @@ public struct CachingPolicy: Sendable, Equatable {
             noCacheReuse: noCacheReuse,
             imageLifetime: imageLifetime,
             maximumStaleness: maximumStaleness,
-            cacheableStatusCodes: [200, 203]
+            cacheableStatusCodes: [200, 203],
+            permanentRedirectLifetime: 86_400
         )
     }
 

@@ -31,12 +31,13 @@ public struct NotStoredReason: Sendable, Hashable, CustomStringConvertible {
     /// The response had no freshness (or arrived stale) and no validator to revalidate it with:
     /// stored, it could only ever be fetched again.
     public static let noFreshness = NotStoredReason("noFreshness")
-    /// It was reached through a temporary redirect (302, 303, 307), which may lead elsewhere
-    /// next time.
+    /// A temporary redirect (302, 303, 307) without explicit freshness (`max-age`, `Expires`): it
+    /// may lead elsewhere next time.
     public static let temporaryRedirect = NotStoredReason("temporaryRedirect")
-    /// It is a redirect the app chose not to follow.
-    public static let redirectNotFollowed = NotStoredReason("redirectNotFollowed")
-    /// A redirect on the way set a cookie the response may depend on.
+    /// A redirect, and the policy stores none (``CachingPolicy/storesRedirects`` is off).
+    public static let redirect = NotStoredReason("redirect")
+    /// A redirect that sets a cookie: replayed from the cache it would set none, and where it
+    /// leads may depend on it.
     public static let cookieSetOnRedirect = NotStoredReason("cookieSetOnRedirect")
     /// The app answered an authentication challenge with a credential on the way: the response
     /// belongs to that credential.

@@ -77,25 +77,6 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
         sent[number].completion(.failure(error))
     }
 
-    /// The origin redirects request `number` with `status` to `location`, before its response:
-    /// returns what the engine decided ("follow", "follow as given", "stop"; nil: not yet).
-    func redirect(_ number: Int, status: Int, to location: URL) -> String? {
-        let sent = self.sent[number]
-        let response = HTTPURLResponse(url: sent.request.url!, statusCode: status, httpVersion: "HTTP/1.1",
-                                       headerFields: ["Location": location.absoluteString])!
-        let decided = Locked<String?>(nil)
-        sent.listener?.upstreamWillRedirect(response, to: URLRequest(url: location)) { decision in
-            let said: String
-            switch decision {
-            case .follow: said = "follow"
-            case .followAsGiven: said = "follow as given"
-            case .stop: said = "stop"
-            }
-            decided.withLock { $0 = said }
-        }
-        return decided.withLock { $0 }
-    }
-
     /// Raises a challenge with `method` on request `number` through the listener the engine gave
     /// it, as the upstream session does before any response (a TLS handshake's server trust);
     /// returns how the engine answered (nil: not yet).

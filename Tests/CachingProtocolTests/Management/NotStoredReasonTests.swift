@@ -30,6 +30,9 @@ final class NotStoredReasonTests: CachingTestCase {
             Case(path: "/plain", response: .text("no caching headers"), expected: .noFreshness),
             Case(path: "/moved", response: OriginResponse(status: 302, headers: [HTTPField("Location", "/stored-target")]),
                  expected: .temporaryRedirect),
+            Case(path: "/moved-with-cookie", response: OriginResponse(status: 301, headers: [
+                HTTPField("Location", "/stored-target"), HTTPField("Set-Cookie", "seen=1; Path=/nowhere"),
+            ]), expected: .cookieSetOnRedirect),
         ]
     }
 

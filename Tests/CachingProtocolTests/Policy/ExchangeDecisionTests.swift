@@ -97,7 +97,7 @@ final class ExchangeDecisionTests: XCTestCase {
 
     private func step(_ result: Result<ReceivedResponse, Error>, _ sent: SentRequest, _ plan: ExchangePlan,
                       request: CacheRequest = F.request(), policy: CachingPolicy = .heuristic(), at offset: TimeInterval = 120) -> String {
-        let context = ExchangeContext(reportedRedirect: nil, storedPart: nil, maximumEntrySize: 1 << 20,
+        let context = ExchangeContext(storedPart: nil, maximumEntrySize: 1 << 20,
                                       now: F.start.addingTimeInterval(offset))
         return describe(policy.step(after: result, to: sent, of: plan, for: request, context: context))
     }

@@ -1,3 +1,7 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import XCTest
 @testable import CachingProtocol
 
@@ -80,6 +84,66 @@ final class StorageDecisionTests: XCTestCase {
     }
 
     /// `Age` and `Date` are used (an older cache ignored both): RFC 9111 §4.2.3.
+    func testRedirectsAreStoredPermanentOnesByDefaultTemporaryOnesWithExplicitFreshness() {
+        let moved = ["Location": "/new"]
+        let heuristicCases = [
+            Case(name: "301 without caching headers → the permanent-redirect day", headers: moved, status: 301, lifetime: 86_400),
+            Case(name: "308 likewise", headers: moved, status: 308, lifetime: 86_400),
+            Case(name: "301 with max-age", headers: moved.merging(["Cache-Control": "max-age=60"]) { $1 }, status: 301, lifetime: 60),
+            Case(name: "301 with an ETag → the ETag window", headers: moved.merging(["ETag": "\"r\""]) { $1 }, status: 301, lifetime: 86_400),
+            Case(name: "302 without freshness", headers: moved, status: 302, lifetime: nil),
+            Case(name: "302 with only an ETag", headers: moved.merging(["ETag": "\"r\""]) { $1 }, status: 302, lifetime: nil),
+            Case(name: "302 with max-age", headers: moved.merging(["Cache-Control": "max-age=60"]) { $1 }, status: 302, lifetime: 60),
+            Case(name: "303 with max-age", headers: moved.merging(["Cache-Control": "max-age=60"]) { $1 }, status: 303, lifetime: 60),
+            Case(name: "307 with Expires", headers: moved.merging(["Expires": F.httpDate(120), "Date": F.httpDate(0)]) { $1 },
+                 status: 307, lifetime: 120),
+            Case(name: "a redirect that sets a cookie", headers: moved.merging(["Set-Cookie": "a=1", "Cache-Control": "max-age=60"]) { $1 },
+                 status: 301, lifetime: nil),
+            Case(name: "no-store", headers: moved.merging(["Cache-Control": "no-store"]) { $1 }, status: 301, lifetime: nil),
+            Case(name: "a 301 without Location is no redirect (and not a stored status)", headers: [:], status: 301, lifetime: nil),
+            Case(name: "300 is not followed", headers: moved.merging(["Cache-Control": "max-age=60"]) { $1 }, status: 300, lifetime: nil),
+        ]
+        check(heuristicCases, policy: .heuristic())
+        check([
+            Case(name: "RFC: a bare 301 has no freshness and no validator", headers: moved, status: 301, lifetime: nil),
+            Case(name: "RFC: 301 with max-age", headers: moved.merging(["Cache-Control": "max-age=60"]) { $1 }, status: 301, lifetime: 60),
+            Case(name: "RFC: 302 without freshness", headers: moved.merging(["Last-Modified": F.httpDate(-86_400)]) { $1 },
+                 status: 302, lifetime: nil),
+        ], policy: .rfc9111)
+        var off = CachingPolicy.heuristic()
+        off.storesRedirects = false
+        check([Case(name: "storesRedirects off", headers: moved.merging(["Cache-Control": "max-age=60"]) { $1 }, status: 301, lifetime: nil)],
+              policy: off)
+    }
+
+    func testARedirectLeadsWhereFoundationWouldGo() {
+        func target(_ method: String, _ status: Int, _ location: String?, from url: String = "https://example.com/a/b?x=1") -> String {
+            var request = URLRequest(url: URL(string: url)!)
+            request.httpMethod = method
+            request.httpBody = method == "GET" ? nil : Data("body".utf8)
+            request.setValue("en", forHTTPHeaderField: "Accept-Language")
+            guard let redirected = CachingPolicy.redirectTarget(of: request, status: status, location: location) else { return "none" }
+            XCTAssertEqual(redirected.value(forHTTPHeaderField: "Accept-Language"), "en", "the header fields go along")
+            return "\(redirected.httpMethod ?? "GET") \(redirected.url?.absoluteString ?? "-") \(redirected.httpBody.map { "\($0.count)" } ?? "no body")"
+        }
+        XCTAssertEqual(target("GET", 301, "https://other.example/n"), "GET https://other.example/n no body")
+        XCTAssertEqual(target("GET", 302, "/n?y=2"), "GET https://example.com/n?y=2 no body")
+        XCTAssertEqual(target("POST", 301, "/n"), "GET https://example.com/n no body", "POST becomes GET")
+        XCTAssertEqual(target("POST", 302, "/n"), "GET https://example.com/n no body")
+        XCTAssertEqual(target("PUT", 303, "/n"), "GET https://example.com/n no body", "303: GET")
+        XCTAssertEqual(target("POST", 307, "/n"), "POST https://example.com/n 4", "307 and 308 keep method and body")
+        XCTAssertEqual(target("POST", 308, "/n"), "POST https://example.com/n 4")
+        XCTAssertEqual(target("GET", 301, "//cdn.example/i.png"), "GET https://cdn.example/i.png no body")
+        #if canImport(FoundationNetworking)
+        XCTAssertEqual(target("GET", 301, "n"), "GET https://example.com/n no body", "corelibs reads a relative path from the root")
+        #else
+        XCTAssertEqual(target("GET", 301, "n"), "GET https://example.com/a/n no body", "RFC 3986 resolution")
+        #endif
+        XCTAssertEqual(target("GET", 300, "/n"), "none", "300 is not followed")
+        XCTAssertEqual(target("GET", 304, "/n"), "none")
+        XCTAssertEqual(target("GET", 301, nil), "none", "no Location: the 3xx is the answer")
+    }
+
     func testInitialAgeFromAgeAndDate() {
         let withAge = F.entry(["Cache-Control": "max-age=600", "Age": "100"])!
         XCTAssertEqual(withAge.initialAge, 100)

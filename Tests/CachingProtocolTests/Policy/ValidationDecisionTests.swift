@@ -125,18 +125,4 @@ final class ValidationDecisionTests: XCTestCase {
         XCTAssertEqual(merged.fields.filter { $0.name.isEqualIgnoringASCIICase("X-Version") }.count, 1, "one field replaces the other")
         XCTAssertEqual(merged["Content-Type"], "text/html", "fields the answer lacks stay")
     }
-
-    func testAResponseReachedThroughATemporaryRedirectIsNotStoredUnderTheOriginalURL() {
-        let headers = HTTPHeaders(["Cache-Control": "max-age=600"])
-        for status in [302, 303, 307] {
-            XCTAssertEqual(heuristic.storageDecision(for: F.request(), status: 200, headers: headers, requestDate: F.start,
-                                                     responseDate: F.start, route: ResponseRoute(redirectStatuses: [301, status])),
-                           .doNotStore(reason: "temporary redirect"), "\(status)")
-        }
-        for status in [301, 308] {
-            XCTAssertEqual(heuristic.storageDecision(for: F.request(), status: 200, headers: headers, requestDate: F.start,
-                                                     responseDate: F.start, route: ResponseRoute(redirectStatuses: [status])),
-                           .store(freshnessLifetime: 600, initialAge: 0), "\(status) is permanent")
-        }
-    }
 }

@@ -94,6 +94,20 @@ final class SessionBehaviourPairTests: CachingTestCase {
         XCTAssertEqual(observed[1], observed[0])
     }
 
+    func testACompletionHandlerTaskRedirectedToAnotherSchemeEndsAsWithoutTheLayer() async throws {
+        serveRedirect(from: "/authorize", to: "myapp://callback?code=abc123")
+        var observed: [String] = []
+        for withLayer in [false, true] {
+            origin.resetLog()
+            let configuration = URLSessionConfiguration.ephemeral
+            if withLayer { CachingURLProtocol.inject(into: configuration, using: makeConfiguration()) }
+            let plain = URLSession(configuration: configuration)
+            observed.append(await runCompletionTask(plain, URLRequest(url: origin.url("/authorize"))))
+            plain.finishTasksAndInvalidate()
+        }
+        XCTAssertEqual(observed[1], observed[0], "the layer follows to the other scheme as Foundation does")
+    }
+
     // MARK: Cookies
 
     func testALoginCookieInAnEphemeralJarIsSentNextTime() async throws {

@@ -37,7 +37,7 @@ final class UnsafeRequestPairTests: CachingTestCase {
         XCTAssertTrue(without.result.hasPrefix("200 /orders/9"), "\(without)")
         XCTAssertTrue(without.delegateCalls.contains { $0.hasPrefix("redirect 303") }, "\(without)")
         XCTAssertEqual(with, without)
-        XCTAssertEqual(with.layerAnswers, 2, "the GET and the POST went through the layer")
+        XCTAssertEqual(with.layerAnswers, 3, "the GET, the POST's 303 and the GET the layer followed it with went through the layer")
     }
 
     func testAPostChallengedWithBasicAuthIsAnsweredByTheAppsDelegate() async throws {

@@ -1,0 +1,134 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Redirects, followed by the engine itself. The upstream session stops at every redirect
+/// (`UpstreamClient`), so the 3xx is an answer like any other: stored when the policy allows
+/// (`CachingPolicy.storageDecision`), and — fetched or stored — it goes on for each load as the
+/// app's platform would go on without the cache:
+///
+/// - a client that reports redirects to its app (Apple: `wasRedirectedTo`) gets the redirect
+///   as its answer (`Answer.redirect`), and the app's session starts the next load;
+/// - a client whose app is asked (Linux, a task with a delegate: `AppTaskRedirects`) asks; the
+///   request the delegate gives back is loaded as given, and a refusal makes the 3xx the answer;
+/// - every other load follows, with the session's cookies for the new URL.
+///
+/// Following means looking the target up like any request: a stored redirect to a stored
+/// target answers without the origin, also when it cannot be reached.
+extension CacheEngine {
+    /// A redirect a load got: the 3xx as the app sees it, its body, and the request that
+    /// follows it (`CachingPolicy.redirectTarget`).
+    struct Redirect: @unchecked Sendable {
+        // @unchecked: HTTPURLResponse and URLRequest are immutable here but not declared Sendable
+        // everywhere.
+        let response: HTTPURLResponse
+        let body: Data
+        let target: URLRequest
+    }
+
+    /// The most redirects one load follows; one more fails with
+    /// `NSURLErrorHTTPTooManyRedirects`, as corelibs' own protocol does ("this value mirrors
+    /// Darwin", `HTTPURLProtocol.redirectFor`).
+    static let maximumRedirects = 20
+
+    /// Goes on with `redirect`, which `load` got with `outcome` after `trip`, as `load`'s app
+    /// would (see the extension's summary). Any thread.
+    func followRedirect(_ redirect: Redirect, for load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool,
+                        notStored: NotStoredReason? = nil) {
+        switch load.redirects {
+        case .report:
+            preconditionFailure("a redirect reported to the app is delivered, not followed")
+        case .follow:
+            follow(redirect, with: load.settings.followingRedirect(redirect.target), from: load.settings, for: load,
+                   outcome: outcome, trip: trip, collapsed: collapsed, notStored: notStored)
+        case .ask(let ask):
+            ask(redirect.response, redirect.target) { [self] given in
+                guard let given else {
+                    // Refused: the 3xx and its body are the answer.
+                    return deliver(.response(redirect.response, redirect.body), to: load, outcome: outcome, trip: trip,
+                                   collapsed: collapsed, notStored: notStored)
+                }
+                follow(redirect, with: given, from: load.settings.forRequestsAsGiven, for: load, outcome: outcome, trip: trip,
+                       collapsed: collapsed, notStored: notStored)
+            }
+        }
+    }
+
+    /// Loads `request` for `load`, one redirect further, from a session with `settings`. The
+    /// redirect itself is counted as an answer of its own (its key, outcome and trip; no body
+    /// delivered).
+    private func follow(_ redirect: Redirect, with request: URLRequest, from settings: SessionSettings, for load: Load,
+                        outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool, notStored: NotStoredReason?) {
+        guard load.redirectsFollowed < Self.maximumRedirects else {
+            var info: [String: Any] = [NSLocalizedDescriptionKey: "too many HTTP redirects"]
+            if let url = request.url { info[NSURLErrorFailingURLErrorKey] = url }
+            return deliver(.failure(URLError(.httpTooManyRedirects, userInfo: info)), to: load, outcome: .failed, trip: trip,
+                           collapsed: collapsed)
+        }
+        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              url.host != nil else {
+            // As Foundation's own HTTP protocol ends a redirect it follows to a URL it cannot send
+            // (another scheme, no host): corelibs' `HTTPURLProtocol.configureEasyHandle`.
+            let error = URLError(.badURL, userInfo: request.url.map { [NSURLErrorFailingURLErrorKey: $0] } ?? [:])
+            return deliver(.failure(error), to: load, outcome: .failed, trip: trip, collapsed: collapsed)
+        }
+        guard !load.handle.isFinished else { return }
+        account(.redirect(redirect.response, Data(), to: redirect.target), key: load.request.key, outcome: outcome, trip: trip,
+                collapsed: collapsed, started: load.started, notStored: notStored)
+        let fromCache = [.hit, .staleHit, .revalidatedNotModified, .staleAfterError].contains(outcome)
+        // On the engine's queue: a redirect the app's delegate decided arrives on the session's
+        // delegate queue, and the next load may create an upstream task.
+        Self.queue.async { [self] in
+            guard !load.handle.isFinished else { return }
+            start(request, from: settings, after: load, viaStoredRedirect: fromCache)
+        }
+    }
+
+    /// Plans and runs `request` as the next step of `load`: looked up like any GET the cache
+    /// takes (or a POST a rule caches); an unsafe request is sent as it is (dropping what is
+    /// stored for its URL once accepted); anything else the cache would leave to Foundation —
+    /// another scheme, the app's own validators, a bypass rule — is sent as it is and never stored.
+    private func start(_ request: URLRequest, from settings: SessionSettings, after load: Load, viaStoredRedirect: Bool) {
+        func next(_ request: CacheRequest) -> Load {
+            load.following(settings.partitioned(request), from: settings, viaStoredRedirect: viaStoredRedirect)
+        }
+        let lookedUp: CacheRequest?
+        var unsafe = false
+        switch RequestDisposition(request) {
+        case .cacheable, .range:
+            lookedUp = bypasses(request) || passesBy(request) ? nil : CacheKey.make(for: request).map { CacheRequest(request, key: $0) }
+        case .invalidate:
+            if cachesPOST(request), let url = request.url {
+                let key = CacheKey.make(postTo: url, body: request.httpBody ?? Data(), contentType: request.value(forHTTPHeaderField: "Content-Type"))
+                lookedUp = CacheRequest(request, key: key)
+            } else {
+                (lookedUp, unsafe) = (nil, true)
+            }
+        case .passThrough:
+            lookedUp = nil
+        }
+        if let lookedUp {
+            let load = next(lookedUp)
+            let (plan, now) = plan(for: load.request, record: store.finishLookup(load.request.key))
+            return proceed(load, plan, now: now)
+        }
+        let key = CacheKey.make(for: request) ?? "FORWARD \(request.url?.absoluteString ?? "")"
+        var sent = next(CacheRequest(request, key: key))
+        sent.collapsible = false
+        exchange(unsafe ? .unsafe : .forward, for: sent)
+    }
+
+    /// `response` with `detail=via-stored-redirect` in its `Cache-Status` (joined to a detail it
+    /// has): the answer of a load that followed a stored redirect on its way, which the app (on
+    /// Linux, where the engine follows) does not otherwise see. Unchanged when the configuration
+    /// adds no `Cache-Status`.
+    func markedAsReachedThroughStoredRedirect(_ response: HTTPURLResponse) -> HTTPURLResponse {
+        guard configuration.addsCacheStatus, let url = response.url,
+              let status = response.value(forHTTPHeaderField: "Cache-Status") else { return response }
+        var headers = HTTPHeaders(response.allHeaderFields)
+        headers.set("Cache-Status", CacheStatus.adding(detail: CacheStatus.viaStoredRedirect, to: status))
+        return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1",
+                               headerFields: headers.dictionary) ?? response
+    }
+}
