@@ -326,20 +326,6 @@ extension CachingPolicy {
     }
 }
 
-extension CacheStatus {
-    /// A hit on `entry` at `now`. A fresh hit is plain `hit` (no `ttl`, so the response built for
-    /// it stays valid); a stale one carries its negative `ttl` and `detail=stale`.
-    static func hit(_ entry: CacheEntry, stale: Bool, at now: Date) -> CacheStatus {
-        guard stale else { return CacheStatus() }
-        return CacheStatus(timeToLive: timeToLive(of: entry, at: now), detail: "stale")
-    }
-
-    /// `entry`'s whole seconds of freshness left at `now` (negative once stale), for `ttl`.
-    static func timeToLive(of entry: CacheEntry, at now: Date) -> Int {
-        Int(entry.timeToLive(at: now).rounded(.down))
-    }
-}
-
 /// What the origin's answer to a revalidation means for the stored response: the output of the
 /// validation half of the decision core (RFC 9111 §4.3.3–4.3.5).
 enum RevalidationOutcome: Sendable, Equatable {
