@@ -76,7 +76,7 @@ extension CacheEngine {
     func prefetch(_ url: URL, from settings: SessionSettings) async -> PrefetchOutcome {
         let urlRequest = settings.apply(to: URLRequest(url: url))
         guard !bypasses(urlRequest), RequestDisposition(urlRequest) == .cacheable, !passesBy(urlRequest),
-              let key = CacheKey.make(for: urlRequest) else { return .bypassed }
+              let key = cacheKey(for: urlRequest) else { return .bypassed }
         let request = CacheRequest(urlRequest, key: key)
         let client = PrefetchClient()
         let load = Load(request: request, settings: settings, client: client, started: .now())

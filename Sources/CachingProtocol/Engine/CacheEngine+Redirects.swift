@@ -97,7 +97,7 @@ extension CacheEngine {
         var unsafe = false
         switch RequestDisposition(request) {
         case .cacheable, .range:
-            lookedUp = bypasses(request) || passesBy(request) ? nil : CacheKey.make(for: request).map { CacheRequest(request, key: $0) }
+            lookedUp = bypasses(request) || passesBy(request) ? nil : cacheKey(for: request).map { CacheRequest(request, key: $0) }
         case .invalidate:
             if cachesPOST(request), let url = request.url {
                 let key = CacheKey.make(postTo: url, body: request.httpBody ?? Data(), contentType: request.value(forHTTPHeaderField: "Content-Type"))
@@ -113,7 +113,7 @@ extension CacheEngine {
             let (plan, now) = plan(for: load.request, record: store.finishLookup(load.request.key))
             return proceed(load, plan, now: now)
         }
-        let key = CacheKey.make(for: request) ?? "FORWARD \(request.url?.absoluteString ?? "")"
+        let key = cacheKey(for: request) ?? "FORWARD \(request.url?.absoluteString ?? "")"
         var sent = next(CacheRequest(request, key: key))
         sent.collapsible = false
         exchange(unsafe ? .unsafe : .forward, for: sent)

@@ -63,6 +63,21 @@ final class PrefetchTests: CachingTestCase {
         XCTAssertEqual(origin.requests.count, 0, "the revalidated entry is fresh again")
     }
 
+    func testPrefetchAndRedirectsUseTheKeyRules() async throws {
+        // Given a key rule that ignores a CDN's signature, and a short link to a signed image
+        origin.handle("/img") { _ in .text("pixels", headers: [HTTPField("Cache-Control", "max-age=600")]) }
+        origin.handle("/short") { _ in OriginResponse(status: 301, headers: [HTTPField("Location", "/img?sig=2")]) }
+        installSession(makeConfiguration().with { $0.rules = [.ignoringQueryItems(["sig"])] })
+        // When the image is prefetched with one signature
+        let summary = await configuration.prefetch([origin.url("/img?sig=1")])
+        XCTAssertEqual(summary, PrefetchSummary(fetched: 1))
+        // Then the app's load with another signature, and the redirect to a third, are hits
+        let (direct, _) = try await get("/img?sig=3")
+        let (redirected, _) = try await get("/short")
+        XCTAssertEqual([direct, redirected].map { String(decoding: $0, as: UTF8.self) }, ["pixels", "pixels"])
+        XCTAssertEqual(origin.requests.map(\.target), ["/img?sig=1", "/short"], "one image request, with the real URL")
+    }
+
     func testAPrefetchAndAnAppLoadOfTheSameURLShareOneRequest() async throws {
         let arrived = expectation(description: "the request reached the origin")
         let release = DispatchSemaphore(value: 0)
