@@ -12,6 +12,16 @@ extension CacheEngine {
         exchange(plan, for: load.request, from: load.settings, waiting: load)
     }
 
+    /// Sends an unsafe request as it is, on the engine's queue, shared with no other load; the
+    /// store is invalidated once the origin accepted it (`ExchangePlan.unsafe`).
+    func sendUnsafe(_ request: CacheRequest, from settings: SessionSettings, client: LoadClient) -> LoadHandle {
+        var unshared = Load(request: request, settings: settings, client: client, started: .now())
+        unshared.collapsible = false
+        let load = unshared
+        Self.queue.async { [self] in exchange(.unsafe, for: load) }
+        return load.handle
+    }
+
     /// Runs `plan` for `request` from an app session with `settings`; `waiting` nil starts a
     /// background exchange nobody waits for — never for a session whose delegate judges server
     /// trust (no load of it could take the challenge). Call it on the engine's queue (every
@@ -32,7 +42,7 @@ extension CacheEngine {
             // stored redirect with a conditional GET (its body is small, and a HEAD that is
             // redirected again would need a GET after it).
             let byHead = configuration.revalidation == .head && request.byteRange == nil && requestMethod == "GET"
-                && !CachingPolicy.followedRedirectStatuses.contains(entry.statusCode)
+                && !(300...399).contains(entry.statusCode)
             method = byHead ? "HEAD" : requestMethod
         }
         send(.planned(method: method), in: exchange, listener: ExchangeListener(engine: self, exchange: exchange, starter: load))
@@ -89,6 +99,16 @@ extension CacheEngine {
             }
             finish(exchange, with: Resolution(answer: answer, outcome: eventOutcome(outcome.verdict, of: exchange.plan), trip: trip,
                                               isPrivateToStarter: outcome.isPrivateToStarter, notStored: outcome.notStoredReason))
+        }
+    }
+
+    /// Feeds the bandwidth estimate: an exponentially weighted average of transfers of 16 KB or
+    /// more (smaller ones measure latency rather than bandwidth).
+    private func recordTransfer(_ received: ReceivedResponse) {
+        guard received.body.count >= 16_384, received.transferSeconds > 0 else { return }
+        let sample = Double(received.body.count) / received.transferSeconds
+        configuration.identity.counters.withLock { counters in
+            counters.estimatedBandwidth = counters.estimatedBandwidth.map { $0 * 0.7 + sample * 0.3 } ?? sample
         }
     }
 

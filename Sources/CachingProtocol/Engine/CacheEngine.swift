@@ -74,10 +74,22 @@ final class CacheEngine: Sendable {
         return noStoreURLs.withLock { $0.contains(key, at: now) }
     }
 
+    /// Remembers that `key`'s response said `no-store` (see `passesBy`).
+    func learnNoStore(_ key: String, at now: Date) {
+        noStoreURLs.withLock { $0.insert(key, at: now) }
+    }
+
     /// Whether `request` is a POST a rule declares cacheable (`CachingRule.cachePOST`).
     func cachesPOST(_ request: URLRequest) -> Bool {
         guard !configuration.rules.isEmpty, case .cachePOST = configuration.rules.action(for: request) else { return false }
         return true
+    }
+
+    /// The GET key of `request`'s URL under the configuration's key rules; nil without a URL.
+    /// With no rules this is `CacheKey.make` and nothing else.
+    func cacheKey(for request: URLRequest) -> String? {
+        guard let url = request.url else { return nil }
+        return configuration.rules.isEmpty ? CacheKey.make(method: "GET", url: url) : configuration.rules.cacheKey(for: url)
     }
 
     /// The policy that judges `request`: the first matching rule's, or the configuration's.
@@ -147,8 +159,7 @@ final class CacheEngine: Sendable {
         case .answered(let record):
             let planned = plan(for: request, record: record)
             // A stored redirect goes on: it is followed, or its app asked, with the load's client.
-            if case .answerStored(let entry, let isStale) = planned.plan,
-               !CachingPolicy.followedRedirectStatuses.contains(entry.statusCode) {
+            if case .answerStored(let entry, let isStale) = planned.plan, !(300...399).contains(entry.statusCode) {
                 let answer = answer(with: entry, for: request, status: isStale ? .hit(entry, stale: true, at: planned.now) : nil,
                                     at: planned.now)
                 account(answer, key: request.key, outcome: isStale ? .staleHit : .hit, trip: .noNetwork, collapsed: false,
@@ -167,16 +178,6 @@ final class CacheEngine: Sendable {
             let (plan, now) = planned.plan ?? plan(for: load.request, record: store.finishLookup(load.request.key))
             proceed(load, plan, now: now)
         }
-        return load.handle
-    }
-
-    /// Sends an unsafe request as it is, on the engine's queue, shared with no other load; the
-    /// store is invalidated once the origin accepted it (`ExchangePlan.unsafe`).
-    func sendUnsafe(_ request: CacheRequest, from settings: SessionSettings, client: LoadClient) -> LoadHandle {
-        var unshared = Load(request: request, settings: settings, client: client, started: .now())
-        unshared.collapsible = false
-        let load = unshared
-        Self.queue.async { [self] in exchange(.unsafe, for: load) }
         return load.handle
     }
 
@@ -241,7 +242,7 @@ final class CacheEngine: Sendable {
     func answer(with entry: CacheEntry, for request: CacheRequest, status: CacheStatus?, at now: Date) -> Answer {
         let status = keyed(status, for: request)
         let age = Self.ageField(of: entry, at: now)
-        if CachingPolicy.followedRedirectStatuses.contains(entry.statusCode),
+        if (300...399).contains(entry.statusCode),
            let target = CachingPolicy.redirectTarget(of: request.urlRequest, status: entry.statusCode, location: entry.headers["Location"]) {
             let response = response(for: entry, headers: entry.headers, status: entry.statusCode, age: age,
                                     cacheStatus: status ?? CacheStatus())
@@ -291,6 +292,29 @@ final class CacheEngine: Sendable {
         var headers = ["Content-Length": "0"]
         if configuration.addsCacheStatus { headers["Cache-Status"] = status.headerValue }
         return .response(HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: headers)!, Data())
+    }
+
+    /// `status` with the key of `request` when a key rule made it differ from the URL's own key.
+    func keyed(_ status: CacheStatus, for request: CacheRequest) -> CacheStatus {
+        guard let key = differingKey(of: request) else { return status }
+        var keyed = status
+        keyed.key = key
+        return keyed
+    }
+
+    /// `keyed` for an answer whose status may be nil (a fresh hit, plain `hit`): still nil unless
+    /// the key differs, so fresh hits keep reusing the response built for them.
+    func keyed(_ status: CacheStatus?, for request: CacheRequest) -> CacheStatus? {
+        guard let key = differingKey(of: request) else { return status }
+        var keyed = status ?? CacheStatus()
+        keyed.key = key
+        return keyed
+    }
+
+    private func differingKey(of request: CacheRequest) -> String? {
+        guard !configuration.rules.isEmpty, configuration.rules.changesKeys, let url = request.urlRequest.url,
+              request.key != CacheKey.make(method: "GET", url: url) else { return nil }
+        return request.key
     }
 
     /// `entry`'s age at `now` in whole seconds, as the `Age` field states it.
@@ -360,20 +384,6 @@ final class CacheEngine: Sendable {
         ))
     }
 
-    /// Feeds the bandwidth estimate: an exponentially weighted average of transfers of 16 KB or
-    /// more (smaller ones measure latency rather than bandwidth).
-    func recordTransfer(_ received: ReceivedResponse) {
-        guard received.body.count >= 16_384, received.transferSeconds > 0 else { return }
-        let sample = Double(received.body.count) / received.transferSeconds
-        configuration.identity.counters.withLock { counters in
-            counters.estimatedBandwidth = counters.estimatedBandwidth.map { $0 * 0.7 + sample * 0.3 } ?? sample
-        }
-    }
-
-    /// Remembers that `key`'s response said `no-store` (see `passesBy`).
-    func learnNoStore(_ key: String, at now: Date) {
-        noStoreURLs.withLock { $0.insert(key, at: now) }
-    }
 }
 
 /// The response built for each entry's last fresh hit, by the entry's revision, with the `Age`

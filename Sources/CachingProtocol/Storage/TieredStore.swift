@@ -103,7 +103,7 @@ final class TieredStore: RecordStore {
     // MARK: RecordStore
 
     func lookup(_ key: String) -> RecordLookup {
-        if let record = memory.record(forKey: key) { return .answered(withinAgeLimit(record)) }
+        if let record = memory.record(forKey: key, countingLookup: true) { return .answered(withinAgeLimit(record)) }
         switch disk.lookup(forKey: key, readingUpTo: Self.inlineDiskReadLimit) {
         case .found(let record):
             guard let record = withinAgeLimit(record) else { return .answered(nil) }
