@@ -13,13 +13,13 @@ struct DelegateTraits: Hashable, Sendable {
     /// task-level challenge method, which Apple's loader calls for server-trust challenges —
     /// to the name of its type (stable across launches, so answers stored on disk stay its own).
     /// Its sessions' answers come only from connections whose challenges reached it, and are
-    /// served only to sessions judged by the same type (apple-urlprotocol-notes 14).
+    /// served only to sessions judged by the same type (Docs/foundation-facts.md, A14).
     var trustJudge: String?
     /// Whether the delegate may refuse a redirect (it implements
     /// `urlSession(_:task:willPerformHTTPRedirection:newRequest:completionHandler:)`): a redirect
     /// reported to its session is then followed by the 3xx's own response and body, which the
     /// session delivers when it does not follow (`ClientDelivery.redirectsMayBeRefused`,
-    /// apple-urlprotocol-notes 15).
+    /// Docs/foundation-facts.md, A15).
     var decidesRedirects = false
 
     /// A session without a delegate, or one the app did not name: the system judges trust and

@@ -57,8 +57,8 @@ struct SessionSettings: Sendable, Hashable {
     static let defaultTimeout: TimeInterval = 60
 
     /// Whether this layer must put the session's cookies on a request itself: Apple's loader
-    /// adds them after the protocol saw the request (apple-urlprotocol-notes 6); corelibs adds
-    /// them when the task is created, before (linux-foundation-notes 16).
+    /// adds them after the protocol saw the request (Docs/foundation-facts.md, A6); corelibs adds
+    /// them when the task is created, before (Docs/foundation-facts.md, L16).
     #if canImport(FoundationNetworking)
     static let addsSessionCookies = false
     #else

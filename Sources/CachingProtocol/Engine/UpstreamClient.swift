@@ -86,7 +86,7 @@ final class URLSessionUpstream: Upstream {
 /// Challenges never hang a transfer: one raised after the response head arrived (corelibs raises
 /// a 401's challenge only then) ends the transfer with that response, which the protocol hands to
 /// the app's session, and the app's session raises its own challenge to the app's delegate
-/// (linux-foundation-notes 14). One raised before goes to the listener.
+/// (Docs/foundation-facts.md, L14). One raised before goes to the listener.
 ///
 /// Threading: `send` may be called from any thread except inside a `URLProtocol` callback on
 /// Linux (creating a task there deadlocks the shared session queue; the engine always hops to its
@@ -111,8 +111,8 @@ final class UpstreamClient: Sendable {
     /// (`_NativeProtocol.notifyDelegate(aboutReceivedData:)`), about 640 thread hand-offs for
     /// 10 MB. Redirects still reach the session's delegate, which stops them (corelibs asks
     /// `URLSessionTask.delegate`, which falls back to it). A challenge (a 401, raised once its
-    /// body is in) cannot be answered there without hanging the task (linux-foundation-notes
-    /// 14), so the request is sent again as a delegate task, which ends with the 401 for the
+    /// body is in) cannot be answered there without hanging the task
+    /// (Docs/foundation-facts.md, L14), so the request is sent again as a delegate task, which ends with the 401 for the
     /// app's session to challenge. Elsewhere the flag changes nothing.
     func send(
         _ request: URLRequest,
@@ -305,7 +305,7 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         }
         if finishedEarly, let response = transfer.response {
             // The 401 (or 407) and its body are here: they are the answer. Left to default
-            // handling, corelibs would never complete the task (linux-foundation-notes 14).
+            // handling, corelibs would never complete the task (Docs/foundation-facts.md, L14).
             completionHandler(.cancelAuthenticationChallenge, nil)
             transfer.completion(.success(transfer.finished(with: response)))
             return

@@ -176,7 +176,7 @@ public class CachingURLProtocol: URLProtocol {
         #if canImport(FoundationNetworking)
         if let task = task as? URLSessionDownloadTask {
             // corelibs finishes a download only through a property its own protocol sets
-            // (linux-foundation-notes 17), and it never asks `canInit(with task:)`: the task is
+            // (Docs/foundation-facts.md, L17), and it never asks `canInit(with task:)`: the task is
             // handed to Foundation's own HTTP protocol, which loads it as without the layer.
             return handOverToFoundation(task, delivery: delivery)
         }

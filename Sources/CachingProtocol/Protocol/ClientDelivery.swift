@@ -13,24 +13,24 @@ final class ClientDelivery: Sendable {
     /// Linux and Apple platforms differ.
     struct Rules: Sendable {
         /// Whether a body fetched from the origin goes to the client as it arrives. Apple's
-        /// client accumulates `didLoad` chunks for completion handlers (apple-urlprotocol-notes 7);
+        /// client accumulates `didLoad` chunks for completion handlers (Docs/foundation-facts.md, A7);
         /// on Linux completion handlers and `async` callers see only the last chunk
-        /// (linux-foundation-notes 10), so the whole body goes in one `didLoad`.
+        /// (Docs/foundation-facts.md, L10), so the whole body goes in one `didLoad`.
         var streamsBodies: Bool
         /// Whether client calls are made while holding the delivery lock. On Linux deliveries
         /// come from the engine's queues while `stopLoading` runs on the session's queue: the
         /// lock orders them, so nothing reaches the client after `stopLoading` (which would
-        /// crash, linux-foundation-notes 11); corelibs' client calls never call back into the
+        /// crash, Docs/foundation-facts.md, L11); corelibs' client calls never call back into the
         /// protocol. On Apple every client call and `stopLoading` run on the client thread,
         /// which orders them, and no lock is held across a client call (`os_unfair_lock` traps
-        /// when the client re-enters, apple-urlprotocol-notes 11).
+        /// when the client re-enters, Docs/foundation-facts.md, A11).
         var holdsLockAcrossClientCalls: Bool
         /// Whether challenges raised on the way go to the client with a sender that relays the
-        /// app's answer (apple-urlprotocol-notes 5). corelibs raises none before a response (its
+        /// app's answer (Docs/foundation-facts.md, A5). corelibs raises none before a response (its
         /// 401 reaches the app's session as a response, and the session raises the challenge).
         var forwardsChallenges: Bool
         /// Whether redirects are reported to the client (`wasRedirectedTo`) rather than followed
-        /// inside; on Linux that client call is a `fatalError` (linux-foundation-notes 15).
+        /// inside; on Linux that client call is a `fatalError` (Docs/foundation-facts.md, L15).
         var reportsRedirects: Bool
         /// Whether the protocol itself hands the body to the delegate of an `async` call
         /// (`data(for:delegate:)`): corelibs' client gives a custom protocol's body only to a
@@ -50,7 +50,7 @@ final class ClientDelivery: Sendable {
     /// How the app takes a body fetched from the origin.
     enum BodyDelivery: Sendable, Equatable {
         /// In one `didLoad` at its end: what completion handlers and `async` callers need on Linux
-        /// (linux-foundation-notes 10), and what a task nobody watches gets.
+        /// (Docs/foundation-facts.md, L10), and what a task nobody watches gets.
         case whole
         /// Each piece as it arrives (`didLoad` per piece): Apple's client for every task, and on
         /// Linux a task with a delegate, which corelibs hands every `didLoad`.
@@ -320,7 +320,7 @@ struct TaskQueueExecutor: ClientExecutor {
 #if !canImport(FoundationNetworking)
 /// Runs deliveries on the thread that called `startLoading`, through its run loop, in the mode
 /// that thread was running in (and the common modes): Apple's contract for `URLProtocolClient`
-/// calls (apple-urlprotocol-notes 2). A delivery asked for on that thread runs at once.
+/// calls (Docs/foundation-facts.md, A2). A delivery asked for on that thread runs at once.
 final class ClientThreadExecutor: ClientExecutor, @unchecked Sendable {
     // @unchecked: CFRunLoopPerformBlock and CFRunLoopWakeUp may be called from any thread.
     private let runLoop: CFRunLoop

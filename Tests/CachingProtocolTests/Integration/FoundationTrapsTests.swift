@@ -6,7 +6,7 @@ import LoopbackOrigin
 import XCTest
 @testable import CachingProtocol
 
-/// The traps of FoundationNetworking on Linux (see linux-foundation-notes.md), each pinned down.
+/// The traps of FoundationNetworking on Linux (Docs/foundation-facts.md), each pinned down.
 final class FoundationTrapsTests: CachingTestCase {
     private let body = Data.pattern(300_000, seed: 5)
 

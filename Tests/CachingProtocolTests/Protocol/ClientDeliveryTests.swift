@@ -198,7 +198,7 @@ final class ClientDeliveryTests: XCTestCase {
 
     func testThePlatformRulesAreTheOnesDocumented() {
         #if canImport(FoundationNetworking)
-        XCTAssertFalse(ClientDelivery.Rules.platform.streamsBodies, "Linux: one didLoad (linux-foundation-notes 10)")
+        XCTAssertFalse(ClientDelivery.Rules.platform.streamsBodies, "Linux: one didLoad (Docs/foundation-facts.md, L10)")
         XCTAssertTrue(ClientDelivery.Rules.platform.holdsLockAcrossClientCalls)
         XCTAssertFalse(ClientDelivery.Rules.platform.reportsRedirects, "wasRedirectedTo is a fatalError in corelibs")
         #else

@@ -69,7 +69,7 @@ final class StreamingDeliveryTests: CachingTestCase {
 
     /// Linux's rules: a task with a delegate gets the body as it arrives (corelibs hands its
     /// delegate every `didLoad`), as without the layer; a completion handler gets it whole, in one
-    /// `didLoad` (corelibs keeps only the last piece for it, linux-foundation-notes 10).
+    /// `didLoad` (corelibs keeps only the last piece for it, Docs/foundation-facts.md, L10).
     func testLinuxRulesStreamToADelegateTaskAndHandACompletionHandlerTheWholeBody() throws {
         origin.handle("/whole") { _ in
             OriginResponse(status: 200, body: Data.pattern(32 << 10), transfer: .chunked(chunkSize: 2 << 10))

@@ -239,7 +239,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
 
     // MARK: Task kinds
 
-    /// corelibs finishes a download only through its own protocol (linux-foundation-notes 17):
+    /// corelibs finishes a download only through its own protocol (Docs/foundation-facts.md, L17):
     /// the layer hands download tasks to it, so they work as without the layer (uncached).
     func testDownloadTasksWorkAsWithoutTheLayer() async throws {
         let body = Data.pattern(50_000, seed: 4)
@@ -264,8 +264,8 @@ final class SessionBehaviourPairTests: CachingTestCase {
         XCTAssertEqual(observed[1], observed[0])
     }
 
-    /// Foundation looks in a session's `urlCache` before every data task (linux-foundation-notes
-    /// 18); with the layer answering from the same cache, that lookup is not made twice.
+    /// Foundation looks in a session's `urlCache` before every data task
+    /// (Docs/foundation-facts.md, L18); with the layer answering from the same cache, that lookup is not made twice.
     func testASessionWhoseURLCacheIsTheCachePaysOneLookupPerRequest() async throws {
         origin.handle("/feed") { _ in .text("feed", headers: [HTTPField("Cache-Control", "max-age=600")]) }
         let configuration = URLSessionConfiguration.ephemeral

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Which library files run for one request, counted as Docs/architecture.md counts them: every
+# file with a line of code that ran. Builds the tests with LLVM coverage, copies
+# Scripts/walk/WalkProbe.swift into the test target for the run (it needs the coverage runtime,
+# so it is never part of `swift test`), resets the counters just before each request and writes
+# them just after:
+#   hit          a fresh hit from memory
+#   reval        a stale entry revalidated with HEAD -> 304
+#   writebehind  the disk write the 304's update leaves behind (from `waitUntilSettled`)
+# Usage: Scripts/walk.sh   (from anywhere; about two minutes for the coverage build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+probe=Tests/CachingProtocolTests/WalkProbe.swift
+cp Scripts/walk/WalkProbe.swift "$probe"
+trap 'rm -f "$probe"' EXIT
+swift build --build-tests --enable-code-coverage 2>&1 | grep -E "error" | head -3 || true
+rm -f /tmp/walk-*.prof*
+swift test --skip-build --enable-code-coverage --filter WalkProbe 2>&1 | grep -E "error:" | head || true
+tools="$(dirname "$(readlink -f "$(command -v swift)")")"
+binary=$(find .build/debug/ -maxdepth 1 -name "CachingProtocolPackageTests.xctest" | head -1)
+for walk in hit reval writebehind; do
+    "$tools/llvm-profdata" merge -sparse /tmp/walk-$walk.profraw -o /tmp/walk-$walk.profdata
+    files=$("$tools/llvm-cov" report "$binary" -instr-profile=/tmp/walk-$walk.profdata 2>/dev/null \
+        | grep "Sources/CachingProtocol" | awk '{ if ($8 - $9 > 0) print $1 }' | sed 's|.*Sources/CachingProtocol/||')
+    echo "== $walk: $(echo "$files" | wc -l) files"
+    echo "$files" | sed 's/^/   /'
+done
