@@ -99,8 +99,7 @@ extension CacheEngine {
         case .cacheable, .range:
             lookedUp = bypasses(request) || passesBy(request) ? nil : cacheKey(for: request).map { CacheRequest(request, key: $0) }
         case .invalidate:
-            if cachesPOST(request), let url = request.url {
-                let key = CacheKey.make(postTo: url, body: request.httpBody ?? Data(), contentType: request.value(forHTTPHeaderField: "Content-Type"))
+            if cachesPOST(request), let key = CacheKey.make(forPOST: request) {
                 lookedUp = CacheRequest(request, key: key)
             } else {
                 (lookedUp, unsafe) = (nil, true)

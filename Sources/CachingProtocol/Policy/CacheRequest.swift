@@ -194,6 +194,12 @@ package enum CacheKey {
         return make(method: "POST", url: url) + " " + StableHash.hex(digest) + StableHash.hex(second)
     }
 
+    /// `make(postTo:body:contentType:)` for a POST whose body is in `httpBody` (none: empty), or
+    /// nil without a URL.
+    static func make(forPOST request: URLRequest) -> String? {
+        request.url.map { make(postTo: $0, body: request.httpBody ?? Data(), contentType: request.value(forHTTPHeaderField: "Content-Type")) }
+    }
+
     package static func make(method: String, url: URL) -> String {
         var text = url.absoluteString
         // One pass over the bytes: where the fragment starts, where the authority ends, and

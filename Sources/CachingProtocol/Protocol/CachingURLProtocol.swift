@@ -215,14 +215,13 @@ public class CachingURLProtocol: URLProtocol {
     /// platforms hand protocols their bodies that way) is read once here, and the same bytes go
     /// upstream. An upload task's body is the task's, not the request's: it is sent as any POST.
     private static func cacheablePOST(_ request: URLRequest, task: URLSessionTask?, engine: CacheEngine) -> CacheRequest? {
-        guard !(task is URLSessionUploadTask), engine.cachesPOST(request), let url = request.url else { return nil }
+        guard !(task is URLSessionUploadTask), engine.cachesPOST(request) else { return nil }
         var request = request
         if request.httpBody == nil, let stream = request.httpBodyStream {
             request.httpBody = readAll(stream)
             request.httpBodyStream = nil
         }
-        let body = request.httpBody ?? Data()
-        return CacheRequest(request, key: CacheKey.make(postTo: url, body: body, contentType: request.value(forHTTPHeaderField: "Content-Type")))
+        return CacheKey.make(forPOST: request).map { CacheRequest(request, key: $0) }
     }
 
     /// Every byte `stream` holds (an unreadable stream gives what it gave before failing).
