@@ -80,32 +80,19 @@ final class SessionBehaviourPairTests: CachingTestCase {
     func testCompletionHandlerTasksFollowRedirectsWithoutADelegate() async throws {
         serveRedirect(from: "/old", to: "/new")
         origin.handle("/new") { _ in .text("new") }
-        var observed: [String] = []
-        for withLayer in [false, true] {
-            origin.resetLog()
-            let configuration = URLSessionConfiguration.ephemeral
-            if withLayer { CachingURLProtocol.inject(into: configuration, using: makeConfiguration()) }
-            let plain = URLSession(configuration: configuration)
-            observed.append(await runCompletionTask(plain, URLRequest(url: origin.url("/old")))
-                            + " " + origin.requests.map(\.target).joined(separator: ","))
-            plain.finishTasksAndInvalidate()
+        let observed = await withoutAndWithTheLayer { plain in
+            await runCompletionTask(plain, URLRequest(url: origin.url("/old"))) + " " + origin.requests.map(\.target).joined(separator: ",")
         }
-        XCTAssertEqual(observed[0], "200 /new new /old,/new")
-        XCTAssertEqual(observed[1], observed[0])
+        XCTAssertEqual(observed.without, "200 /new new /old,/new")
+        XCTAssertEqual(observed.with, observed.without)
     }
 
     func testACompletionHandlerTaskRedirectedToAnotherSchemeEndsAsWithoutTheLayer() async throws {
         serveRedirect(from: "/authorize", to: "myapp://callback?code=abc123")
-        var observed: [String] = []
-        for withLayer in [false, true] {
-            origin.resetLog()
-            let configuration = URLSessionConfiguration.ephemeral
-            if withLayer { CachingURLProtocol.inject(into: configuration, using: makeConfiguration()) }
-            let plain = URLSession(configuration: configuration)
-            observed.append(await runCompletionTask(plain, URLRequest(url: origin.url("/authorize"))))
-            plain.finishTasksAndInvalidate()
+        let observed = await withoutAndWithTheLayer { plain in
+            await runCompletionTask(plain, URLRequest(url: origin.url("/authorize")))
         }
-        XCTAssertEqual(observed[1], observed[0], "the layer follows to the other scheme as Foundation does")
+        XCTAssertEqual(observed.with, observed.without, "the layer follows to the other scheme as Foundation does")
     }
 
     // MARK: Cookies
@@ -130,17 +117,11 @@ final class SessionBehaviourPairTests: CachingTestCase {
     func testACookieSetOnARedirectHopIsSentOnTheNextHop() async throws {
         serveRedirect(from: "/start", to: "/landing", cookie: "hop=1; Max-Age=7776000; path=/")
         origin.handle("/landing") { request in .text("landing: \(request.header("Cookie") ?? "none")") }
-        var observed: [String] = []
-        for withLayer in [false, true] {
-            origin.resetLog()
-            let configuration = URLSessionConfiguration.ephemeral
-            if withLayer { CachingURLProtocol.inject(into: configuration, using: makeConfiguration()) }
-            let plain = URLSession(configuration: configuration)
-            observed.append(await runCompletionTask(plain, URLRequest(url: origin.url("/start"))))
-            plain.finishTasksAndInvalidate()
+        let observed = await withoutAndWithTheLayer { plain in
+            await runCompletionTask(plain, URLRequest(url: origin.url("/start")))
         }
-        XCTAssertEqual(observed[0], "200 /landing landing: hop=1")
-        XCTAssertEqual(observed[1], observed[0])
+        XCTAssertEqual(observed.without, "200 /landing landing: hop=1")
+        XCTAssertEqual(observed.with, observed.without)
     }
 
     /// corelibs adds no cookies to the request a delegate gives back for a redirect (only to a
@@ -244,12 +225,7 @@ final class SessionBehaviourPairTests: CachingTestCase {
     func testDownloadTasksWorkAsWithoutTheLayer() async throws {
         let body = Data.pattern(50_000, seed: 4)
         origin.handle("/file") { _ in OriginResponse(status: 200, headers: [HTTPField("Cache-Control", "max-age=600")], body: body) }
-        var observed: [String] = []
-        for withLayer in [false, true] {
-            origin.resetLog()
-            let configuration = URLSessionConfiguration.ephemeral
-            if withLayer { CachingURLProtocol.inject(into: configuration, using: makeConfiguration()) }
-            let downloads = URLSession(configuration: configuration)
+        let observed = await withoutAndWithTheLayer { downloads in
             let outcome: String = await withCheckedContinuation { continuation in
                 downloads.downloadTask(with: origin.url("/file")) { location, response, error in
                     let contents = location.flatMap { try? Data(contentsOf: $0) }
@@ -257,11 +233,10 @@ final class SessionBehaviourPairTests: CachingTestCase {
                                         + "\(contents == body ? "same bytes" : "different bytes") \(error.map { "\($0)" } ?? "no error")")
                 }.resume()
             }
-            downloads.finishTasksAndInvalidate()
-            observed.append(outcome + " " + origin.requests.map(\.method).joined(separator: ","))
+            return outcome + " " + origin.requests.map(\.method).joined(separator: ",")
         }
-        XCTAssertEqual(observed[0], "200 same bytes no error GET")
-        XCTAssertEqual(observed[1], observed[0])
+        XCTAssertEqual(observed.without, "200 same bytes no error GET")
+        XCTAssertEqual(observed.with, observed.without)
     }
 
     /// Foundation looks in a session's `urlCache` before every data task

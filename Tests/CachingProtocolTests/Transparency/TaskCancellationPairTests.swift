@@ -99,14 +99,8 @@ final class TaskCancellationPairTests: CachingTestCase {
     /// A data task the app resumes again while it runs is sent once, as without the layer (each
     /// extra `resume()` started another load through the layer before).
     func testResumingARunningDataTaskAgainSendsItOnce() async throws {
-        var observed: [String] = []
         let expected = slowBody
-        for withLayer in [false, true] {
-            origin.resetLog()
-            let configuration = URLSessionConfiguration.ephemeral
-            if withLayer { CachingURLProtocol.inject(into: configuration, using: self.configuration) }
-            let tasks = URLSession(configuration: configuration)
-            defer { tasks.finishTasksAndInvalidate() }
+        let observed = await withoutAndWithTheLayer(caching: configuration) { tasks in
             let outcome: String = await withCheckedContinuation { continuation in
                 let task = tasks.dataTask(with: origin.url("/slow")) { data, response, error in
                     continuation.resume(returning: "\((response as? HTTPURLResponse)?.statusCode ?? 0) "
@@ -116,10 +110,10 @@ final class TaskCancellationPairTests: CachingTestCase {
                 task.resume()
                 task.resume()
             }
-            observed.append("\(outcome) origin: \(originMethods("/slow"))")
+            return "\(outcome) origin: \(originMethods("/slow"))"
         }
-        XCTAssertEqual(observed[0], "200 same bytes no error origin: [\"GET\"]")
-        XCTAssertEqual(observed[1], observed[0])
+        XCTAssertEqual(observed.without, "200 same bytes no error origin: [\"GET\"]")
+        XCTAssertEqual(observed.with, observed.without)
         // One load through the layer: each extra one joined the first's upstream request, so the
         // origin alone could not tell; a cancellation reached only the last of them.
         XCTAssertEqual(configuration.statistics.fetched, 1)

@@ -92,6 +92,26 @@ struct TransparencyPair {
     }
 }
 
+extension CachingTestCase {
+    /// The same app code on a session without a delegate, made from
+    /// `URLSessionConfiguration.ephemeral`: first without the layer, then with `caching` (a new
+    /// `makeConfiguration()` when nil) injected, the origin's log reset before each run. What each
+    /// run returned, in that order.
+    func withoutAndWithTheLayer(caching: CachingConfiguration? = nil,
+                                _ run: (URLSession) async throws -> String) async rethrows -> (without: String, with: String) {
+        var observed: [String] = []
+        for withLayer in [false, true] {
+            origin.resetLog()
+            let configuration = URLSessionConfiguration.ephemeral
+            if withLayer { CachingURLProtocol.inject(into: configuration, using: caching ?? makeConfiguration()) }
+            let session = URLSession(configuration: configuration)
+            defer { session.finishTasksAndInvalidate() }
+            observed.append(try await run(session))
+        }
+        return (observed[0], observed[1])
+    }
+}
+
 /// An app's session delegate that records what it is asked and answers as told: challenges with
 /// `credential` (or default handling), redirects by following or blocking. With `recordsBody`
 /// each piece of body is a call too (`data <size>`); `onFirstBody` runs in the first one, where a
