@@ -9,29 +9,8 @@ import XCTest
 /// The engine on its own: a fake upstream the test answers by hand, a fake store and recording
 /// clients, as async-http-client's `RequestBagTests` drive its state machine. No URLSession, no
 /// network, no disk; time moves only when the test moves it.
-final class CacheEngineTests: XCTestCase {
-    private var clock: ManualClock!
-    private var upstream: FakeUpstream!
-    private var store: FakeStore!
-    private var engine: CacheEngine!
-    private var directory: URL!
+final class CacheEngineTests: EngineTestCase {
     private let url = URL(string: "https://example.com/feed")!
-
-    override func setUpWithError() throws {
-        clock = ManualClock()
-        upstream = FakeUpstream(clock: clock.read)
-        store = FakeStore()
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("CacheEngineTests-\(UUID().uuidString)")
-        // The configuration's cache is not the engine's store here: the engine reads only its
-        // settings (policy, clock, revalidation, collapsing).
-        let configuration = CachingConfiguration(cache: CachingURLCache(memoryCapacity: 0, diskCapacity: 0, directory: directory),
-                                                 now: clock.read)
-        engine = CacheEngine(configuration: configuration, store: store, upstream: upstream)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: directory)
-    }
 
     private var key: String { CacheKey.make(method: "GET", url: url) }
 

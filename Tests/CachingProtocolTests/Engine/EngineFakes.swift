@@ -2,8 +2,38 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import LoopbackOrigin
 import XCTest
 @testable import CachingProtocol
+
+/// The engine on its own, for the engine's tests: a fake upstream the test answers by hand, a
+/// fake store, a manual clock. The configuration's cache is not the engine's store: the engine
+/// reads only its settings (policy, clock, revalidation, collapsing, observer).
+class EngineTestCase: XCTestCase {
+    var clock: ManualClock!
+    var upstream: FakeUpstream!
+    var store: FakeStore!
+    var engine: CacheEngine!
+    private var directory: URL!
+
+    /// Changes the configuration before the engine is made (an observer, another policy).
+    func configure(_ configuration: inout CachingConfiguration) {}
+
+    override func setUpWithError() throws {
+        clock = ManualClock()
+        upstream = FakeUpstream(clock: clock.read)
+        store = FakeStore()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(type(of: self))-\(UUID().uuidString)")
+        var configuration = CachingConfiguration(cache: CachingURLCache(memoryCapacity: 0, diskCapacity: 0, directory: directory),
+                                                 now: clock.read)
+        configure(&configuration)
+        engine = CacheEngine(configuration: configuration, store: store, upstream: upstream)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
 
 /// An origin the test answers by hand: it records every request the engine sends and completes
 /// it when told. No network, no URLSession.

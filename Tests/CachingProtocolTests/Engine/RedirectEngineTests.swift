@@ -9,30 +9,14 @@ import XCTest
 /// Redirects at the engine seam: the upstream stops at each one; the engine stores it when the
 /// policy allows and goes on for each load as its app would — reported (Apple), asked (Linux,
 /// a task with a delegate), or followed through the cache.
-final class RedirectEngineTests: XCTestCase {
-    private var upstream: FakeUpstream!
-    private var store: FakeStore!
-    private var engine: CacheEngine!
-    private var directory: URL!
-    private var events: Locked<[CacheEvent]>!
+final class RedirectEngineTests: EngineTestCase {
+    private let events = Locked<[CacheEvent]>([])
     private let old = URL(string: "https://example.com/old")!
     private let new = URL(string: "https://example.com/new")!
 
-    override func setUpWithError() throws {
-        let clock = ManualClock()
-        upstream = FakeUpstream(clock: clock.read)
-        store = FakeStore()
-        let events = Locked<[CacheEvent]>([])
-        self.events = events
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("RedirectEngineTests-\(UUID().uuidString)")
-        var configuration = CachingConfiguration(cache: CachingURLCache(memoryCapacity: 0, diskCapacity: 0, directory: directory),
-                                                 now: clock.read)
+    override func configure(_ configuration: inout CachingConfiguration) {
+        let events = self.events
         configuration.observer = { event in events.withLock { $0.append(event) } }
-        engine = CacheEngine(configuration: configuration, store: store, upstream: upstream)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: directory)
     }
 
     /// Starts a GET of `url` for `client`; returns it once answered (or at once, for a hit).
@@ -131,11 +115,6 @@ final class RedirectEngineTests: XCTestCase {
 
     func testAHeadRevalidationThatMeetsARedirectFetchesWithAGet() throws {
         // Given a stored 200 for /old, stale
-        let clock = ManualClock()
-        upstream = FakeUpstream(clock: clock.read)
-        let configuration = CachingConfiguration(cache: CachingURLCache(memoryCapacity: 0, diskCapacity: 0, directory: directory),
-                                                 now: clock.read)
-        engine = CacheEngine(configuration: configuration, store: store, upstream: upstream)
         load(old, RecordingLoadClient(), waitingFor: 1) { [self] in
             upstream.respond(0, status: 200, headers: ["ETag": "\"a\"", "Cache-Control": "max-age=60"], body: Data("old".utf8))
         }

@@ -12,31 +12,12 @@ import XCTest
 /// whose delegate judges trust (`DelegateTraits.trustJudge`) and from one the system's evaluation
 /// serves. An answer reaches a judging session only from a connection whose challenge reached
 /// one of its loads; nothing is shared or stored across judges.
-final class ServerTrustEngineTests: XCTestCase {
-    private var clock: ManualClock!
-    private var upstream: FakeUpstream!
-    private var store: FakeStore!
-    private var engine: CacheEngine!
-    private var directory: URL!
+final class ServerTrustEngineTests: EngineTestCase {
     private let url = URL(string: "https://example.com/feed")!
 
     /// A session whose delegate pins (implements a challenge method), and one of another type.
     private let pinned = SessionSettings(URLSessionConfiguration.default, delegate: DelegateTraits(trustJudge: "App.PinningDelegate"))
     private let otherJudge = SessionSettings(URLSessionConfiguration.default, delegate: DelegateTraits(trustJudge: "App.OtherDelegate"))
-
-    override func setUpWithError() throws {
-        clock = ManualClock()
-        upstream = FakeUpstream(clock: clock.read)
-        store = FakeStore()
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("ServerTrustEngineTests-\(UUID().uuidString)")
-        let configuration = CachingConfiguration(cache: CachingURLCache(memoryCapacity: 0, diskCapacity: 0, directory: directory),
-                                                 now: clock.read)
-        engine = CacheEngine(configuration: configuration, store: store, upstream: upstream)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: directory)
-    }
 
     private var key: String { CacheKey.make(method: "GET", url: url) }
 
