@@ -234,12 +234,16 @@ private struct Fingerprint: Hashable {
         #if canImport(FoundationNetworking)
         platform = ""
         #else
-        platform = [
+        var platform = [
             "\(configuration.waitsForConnectivity)", "\(configuration.allowsExpensiveNetworkAccess)",
             "\(configuration.allowsConstrainedNetworkAccess)", "\(configuration.tlsMinimumSupportedProtocolVersion.rawValue)",
-            "\(configuration.tlsMaximumSupportedProtocolVersion.rawValue)", "\(configuration.multipathServiceType.rawValue)",
-            "\(configuration.httpShouldUsePipelining)",
-        ].joined(separator: " ")
+            "\(configuration.tlsMaximumSupportedProtocolVersion.rawValue)", "\(configuration.httpShouldUsePipelining)",
+        ]
+        #if os(iOS)
+        // Multipath TCP is an iOS setting: the property is unavailable on macOS and tvOS.
+        platform.append("\(configuration.multipathServiceType.rawValue)")
+        #endif
+        self.platform = platform.joined(separator: " ")
         #endif
     }
 }
