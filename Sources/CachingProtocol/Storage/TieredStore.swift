@@ -69,7 +69,7 @@ final class TieredStore: RecordStore {
         let now = clock()
         let limit = ageLimit.withLock { state -> TimeInterval? in
             guard let limit = state.limit else { return nil }
-            if let last = state.lastSweep, now >= last, now.timeIntervalSince(last) < DiskWorker.expiryInterval(for: limit) {
+            if let last = state.lastSweep, now >= last, now.timeIntervalSince(last) < DiskLedger.expiryInterval(for: limit) {
                 return nil
             }
             state.lastSweep = now
@@ -223,7 +223,7 @@ final class TieredStore: RecordStore {
     /// snapshot, an empty journal), so no file of the directory holds a removed key any more
     /// (the index's summaries keep keys; its journal would keep them until compacted).
     func waitUntilRemoved() {
-        disk.enqueue(.persistIndex)
+        disk.persistIndex()
         waitUntilSettled()
     }
 

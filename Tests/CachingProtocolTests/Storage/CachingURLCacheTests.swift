@@ -169,7 +169,7 @@ final class CachingURLCacheTests: XCTestCase {
         cache.waitUntilSettled()
 
         XCTAssertEqual(cache.fileProtection, .complete)
-        XCTAssertEqual(cache.store.disk.state.withLock { $0.fileProtection }, .complete)
+        XCTAssertEqual(cache.store.disk.fileProtection, .complete)
         XCTAssertFalse(CachingFileProtection.isSupported, "Linux has no Data Protection")
         let reopened = makeCache()
         XCTAssertEqual(reopened.cachedResponse(for: before)?.data, Data.pattern(3_000))
