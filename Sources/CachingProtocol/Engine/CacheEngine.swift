@@ -186,9 +186,8 @@ final class CacheEngine: Sendable {
         let now = configuration.now()
         let policy = policy(for: request)
         let offline = isOffline
-        let decision = policy.decision(for: request, stored: CachingPolicy.matchingVariant(in: record, for: request), now: now,
-                                       offline: offline)
-        return (policy.plan(for: request, decision: decision, keyWasStored: !(record?.variants.isEmpty ?? true), offline: offline), now)
+        return (policy.plan(for: request, stored: CachingPolicy.matchingVariant(in: record, for: request),
+                            keyWasStored: !(record?.variants.isEmpty ?? true), now: now, offline: offline), now)
     }
 
     /// Carries out `plan` for `load`, on the engine's queue.

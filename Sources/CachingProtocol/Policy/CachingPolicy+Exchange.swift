@@ -3,24 +3,6 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// What an exchange asks the origin: the network half of a `LoadPlan`.
-enum ExchangePlan: Sendable {
-    /// A plain GET; `fallback` is what an error may fall back to, `forward` why the request went to
-    /// the origin (for `Cache-Status`).
-    case fetch(fallback: CacheEntry?, forward: CacheStatus.Forward)
-    /// A conditional request for a stored response (HEAD or GET, per the configuration).
-    case revalidate(CacheEntry, RevalidationConditions)
-    /// The request as it is, whose answer is handed on and never stored (a byte range the store
-    /// could not answer after all, for a policy that stores no partial content; a redirect's
-    /// target the cache would leave to Foundation).
-    case forward
-    /// An unsafe request (POST, PUT, PATCH, DELETE …) sent as it is, method and body, for a URL
-    /// with something stored (or a redirect's target): once the origin accepts it, what is stored
-    /// for the URL (and for its `Location` and `Content-Location` on the same origin) is dropped
-    /// (RFC 9111 §4.4).
-    case unsafe
-}
-
 /// The origin's response head, with how it was reached: all the policy needs to judge a
 /// response before its body is in.
 struct ReceivedHead: @unchecked Sendable {
