@@ -3,21 +3,6 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// How a response was reached, where that decides whether it may be stored.
-package struct ResponseRoute: Sendable, Equatable {
-    /// A credential of the app's went with the request on the way — the app answered a challenge
-    /// with one, or the upstream session took one from the app's credential storage — so the
-    /// response belongs to that credential, which the request's fingerprint does not show.
-    package var answeredWithCredential: Bool
-
-    package init(answeredWithCredential: Bool = false) {
-        self.answeredWithCredential = answeredWithCredential
-    }
-
-    /// Reached directly, with nothing of the above.
-    package static let direct = ResponseRoute()
-}
-
 /// Whether and how long a response is stored: the output of the storage half of the core.
 package enum StorageDecision: Sendable, Equatable {
     case store(freshnessLifetime: TimeInterval, initialAge: TimeInterval)
