@@ -24,7 +24,20 @@ final class CommandTests: XCTestCase {
             XCTAssertEqual(client["fetched"] as? Int, result.fetched)
             XCTAssertEqual(client["wrongAnswers"] as? Int, result.wrongAnswers)
             XCTAssertNotNil(client["seconds"] as? Double)
+            // Per phase, adding up to the client's totals
+            let phases = try XCTUnwrap(client["phases"] as? [[String: Any]])
+            XCTAssertEqual(phases.compactMap { $0["originRequests"] as? Int }.reduce(0, +), result.originRequestTotal)
+            XCTAssertEqual(phases.compactMap { $0["originBytes"] as? Int }.reduce(0, +), result.originBytes)
+            XCTAssertEqual(phases.compactMap { $0["phase"] as? String }, result.phases.map(\.phase))
         }
+        // The header-only client, with its numbers and its rule lines
+        let headerOnly = try XCTUnwrap(clients.first { $0["id"] as? String == "cachingProtocolRFC9111" })
+        XCTAssertEqual(headerOnly["name"] as? String, "header-only (CachingProtocol .rfc9111)")
+        XCTAssertEqual(headerOnly["wrongAnswers"] as? Int, 0)
+        XCTAssertEqual(headerOnly["originRequests"] as? [String: Int], report.client(.cachingProtocolRFC9111)?.originRequests)
+        let headerOnlyRules = try XCTUnwrap(document["headerOnlyRules"] as? [[String: Any]])
+        XCTAssertEqual(headerOnlyRules.count, DemoRule.allCases.count)
+        XCTAssertEqual(headerOnlyRules.first { $0["rule"] as? String == "image" }?["treatment"] as? String, "not stored")
         let rules = try XCTUnwrap(document["rules"] as? [[String: Any]])
         XCTAssertEqual(rules.count, DemoRule.allCases.count)
         XCTAssertNotNil(rules.first?["line"] as? String)
