@@ -60,6 +60,10 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(try DemoCommand.parse(["fetch", url.absoluteString, "--times", "5", "--cache-dir", "/tmp/c"]),
                        .fetch(FetchOptions(url: url, times: 5, cacheDirectory: URL(fileURLWithPath: "/tmp/c", isDirectory: true))))
         XCTAssertEqual(try DemoCommand.parse(["fetch", "--times", "3", url.absoluteString]), .fetch(FetchOptions(url: url, times: 3)))
+        XCTAssertEqual(try DemoCommand.parse(["--svg", "Docs/demo.svg"]),
+                       .compare(json: false, svg: URL(fileURLWithPath: "Docs/demo.svg")))
+        XCTAssertEqual(try DemoCommand.parse(["--network", "3g", "--svg=/tmp/a.svg", "--json"]),
+                       .compare(json: true, network: .threeG, svg: URL(fileURLWithPath: "/tmp/a.svg")))
     }
 
     func testBadArgumentsAreOneClearError() {
@@ -75,6 +79,9 @@ final class CommandTests: XCTestCase {
             (["fetch", "http://a/", "--times", "0"], "--times needs a whole number of at least 1, not '0'"),
             (["fetch", "http://a/", "--times", "two"], "--times needs a whole number of at least 1, not 'two'"),
             (["fetch", "http://a/", "--fast"], "unknown option '--fast' for fetch"),
+            (["--svg"], "--svg needs a file to write"),
+            (["--svg", "--json"], "--svg needs a file to write"),
+            (["--svg="], "--svg needs a file to write"),
         ]
         for (arguments, message) in cases {
             XCTAssertThrowsError(try DemoCommand.parse(arguments), "\(arguments)") { error in
