@@ -3,7 +3,7 @@ import Foundation
 /// The comparison as a picture (`Demo --svg FILE`): plain SVG text, no dependency.
 ///
 /// One row per client: the time its app waited as a bar stacked by phase (a phase answered from
-/// the cache is thin: a hit costs under a millisecond), then its origin requests and its bytes on
+/// the cache is thin: a hit costs no round trip), then its origin requests and its bytes on
 /// the wire as bars of their own, with the numbers. Above: the session, the network, the date and
 /// the command that made it; under: what the rows are. Every bar of a column shares one scale,
 /// the longest bar being the largest value. The same report always gives the same text.
@@ -166,7 +166,7 @@ public enum ReportSVG {
             notes.append("* stored nothing on this machine: Foundation's URLCache caches nothing through URLSession on Linux "
                          + "(Docs/foundation-facts.md L5), so its row is the same as no cache.")
         }
-        notes.append("app waited: each request's time to its answer, summed per phase (a hit costs under a millisecond). "
+        notes.append("app waited: each request's time to its answer, summed per phase (a hit costs no round trip). "
                      + "bytes on the wire: both ways. Table and details: swift run Demo.")
         return notes
     }
