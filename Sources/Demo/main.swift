@@ -20,7 +20,7 @@ do {
 switch command {
 case .help:
     print(DemoCommand.usage)
-case .compare(let json, let network, let concurrent):
+case .compare(let json, let network, let concurrent, let svg):
     let progress = ProgressReporter()
     do {
         let report = try await Comparison(network: network, concurrent: concurrent).run(progress: progress)
@@ -29,6 +29,16 @@ case .compare(let json, let network, let concurrent):
             FileHandle.standardOutput.write(try ReportJSON.data(report) + Data("\n".utf8))
         } else {
             print(ReportText.render(report), terminator: "")
+        }
+        if let svg {
+            // How to make the same picture again, printed in it.
+            let command = (["swift run Demo"] + CommandLine.arguments.dropFirst()).joined(separator: " ")
+            do {
+                try ReportSVG.write(report, command: command, to: svg)
+            } catch {
+                writeError("Demo: cannot write the picture to \(svg.path): \(error)")
+                exit(1)
+            }
         }
     } catch {
         progress.finish()

@@ -10,10 +10,16 @@ import LoopbackOrigin
 public struct Comparison: Sendable {
     public var scenario: Scenario
     public var clients: [ClientKind]
-    /// The protocol clients' policy.
+    /// The heuristic clients' policy.
     public var policy: CachingPolicy
-    /// The rules answers are judged by (the reuse windows of wrong answers); by default `policy`.
+    /// The rules the heuristic clients' answers are judged by (the reuse windows of wrong
+    /// answers); by default `policy`.
     public var contract: CachingPolicy
+    /// The header-only client's policy. Default ``CachingPolicy/rfc9111``.
+    public var headerOnlyPolicy: CachingPolicy
+    /// The rules the header-only, URLCache and no-cache clients' answers are judged by: caching
+    /// by the headers alone, whatever a client manages to store. By default `headerOnlyPolicy`.
+    public var headerOnlyContract: CachingPolicy
     /// The network every client's origin acts out. Default ``NetworkProfile/loopback`` (no added
     /// delay, what the tests use); `Demo` defaults to ``NetworkProfile/default``.
     public var network: NetworkProfile
@@ -25,11 +31,14 @@ public struct Comparison: Sendable {
 
     public init(scenario: Scenario = .standard, clients: [ClientKind] = ClientKind.allCases,
                 policy: CachingPolicy = .heuristic(), contract: CachingPolicy? = nil,
+                headerOnlyPolicy: CachingPolicy = .rfc9111, headerOnlyContract: CachingPolicy? = nil,
                 network: NetworkProfile = .loopback, concurrent: Bool = true) {
         self.scenario = scenario
         self.clients = clients
         self.policy = policy
         self.contract = contract ?? policy
+        self.headerOnlyPolicy = headerOnlyPolicy
+        self.headerOnlyContract = headerOnlyContract ?? headerOnlyPolicy
         self.network = network
         self.concurrent = concurrent
     }
@@ -66,7 +75,8 @@ public struct Comparison: Sendable {
                 results.append(try await run(kind, launch: launch, made: made, progress: progress))
             }
         }
-        let rulesClient = results.first { $0.kind == .cachingProtocolHead } ?? results.first { $0.kind.usesProtocol }
+        let rulesClient = results.first { $0.kind == .cachingProtocolHead } ?? results.first { $0.kind.isHeuristic }
+        let headerOnly = results.first { $0.kind == .cachingProtocolRFC9111 }
         return ComparisonReport(
             date: Date(),
             scenario: scenario,
@@ -75,13 +85,25 @@ public struct Comparison: Sendable {
             clients: results,
             rules: rulesClient.map { ruleTraces(for: $0) } ?? [],
             revalidationCosts: revalidationCosts(results),
-            rulesClient: rulesClient?.kind)
+            rulesClient: rulesClient?.kind,
+            headerOnlyRules: headerOnly.map { ruleTraces(for: $0) } ?? [])
+    }
+
+    /// The policy `kind` caches with (the clients without the protocol are handed the header-only
+    /// one and have no use for it).
+    func policy(for kind: ClientKind) -> CachingPolicy {
+        kind.isHeuristic ? policy : headerOnlyPolicy
+    }
+
+    /// The rules `kind`'s answers are judged by: its own.
+    func contract(for kind: ClientKind) -> CachingPolicy {
+        kind.isHeuristic ? contract : headerOnlyContract
     }
 
     private func run(_ kind: ClientKind, launch: Date, made: Locked<[DemoClient]>,
                      progress: ProgressReporter?) async throws -> ClientResult {
         let site = try DemoSite(launch: launch, network: network.simulated)
-        let client = DemoClient(kind, site: site, policy: policy)
+        let client = DemoClient(kind, site: site, policy: policy(for: kind))
         made.withLock { $0.append(client) }
         defer {
             client.tearDown()
@@ -234,7 +256,7 @@ public struct Comparison: Sendable {
             contactedOrigin: !hops.isEmpty,
             sinceConfirmation: site.lastConfirmation(of: path, amongFirst: exchangesBefore)
                 .map { site.clock.now.timeIntervalSince($0) },
-            window: rule.reuseWindow(policy: contract))
+            window: rule.reuseWindow(policy: contract(for: client.kind)))
         return RequestRecord(
             phase: phase.name,
             offset: phase.offset,
@@ -276,8 +298,9 @@ public struct Comparison: Sendable {
         return seen.compactMap { path -> RuleTrace? in
             let records = client.records.filter { $0.path == path }
             guard let rule = records.first?.rule else { return nil }
-            return RuleTrace(rule: rule, title: rule.title(policy: policy), path: path, records: records,
-                             line: ReportText.ruleLine(records))
+            let policy = policy(for: client.kind)
+            return RuleTrace(rule: rule, title: rule.title(policy: policy), treatment: rule.treatment(policy: policy),
+                             path: path, records: records, line: ReportText.ruleLine(records))
         }.sorted { DemoRule.allCases.firstIndex(of: $0.rule)! < DemoRule.allCases.firstIndex(of: $1.rule)! }
     }
 

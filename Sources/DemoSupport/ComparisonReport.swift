@@ -5,24 +5,37 @@ public enum ClientKind: String, Sendable, CaseIterable, Codable {
     /// A plain `URLSession` with no cache at all.
     case noCache
     /// The "AFNetworking-style" setup: `URLCache(memoryCapacity: 2 MB, diskCapacity: 100 MB)`
-    /// with `.useProtocolCachePolicy`.
+    /// with `.useProtocolCachePolicy`. It stores nothing through `URLSession` on Linux
+    /// (`Docs/foundation-facts.md` L5).
     case urlCache
+    /// `CachingURLProtocol` injected with the ``CachingPolicy/rfc9111`` preset and conditional-GET
+    /// revalidation: caching by the headers alone, as RFC 9111 states it, which is what an
+    /// AFNetworking-style `URLCache` setup aims for on Apple platforms.
+    case cachingProtocolRFC9111
     /// `CachingURLProtocol` injected, default heuristic policy, HEAD revalidation.
     case cachingProtocolHead
     /// The same with conditional-GET revalidation.
     case cachingProtocolConditionalGet
 
-    /// The name in the table and the JSON.
+    /// The name in the table, the picture and the JSON.
     public var name: String {
         switch self {
         case .noCache: return "no cache"
         case .urlCache: return "URLCache (AFNetworking-style)"
+        case .cachingProtocolRFC9111: return "header-only (CachingProtocol .rfc9111)"
         case .cachingProtocolHead: return "CachingProtocol (HEAD)"
         case .cachingProtocolConditionalGet: return "CachingProtocol (conditional GET)"
         }
     }
 
+    /// Whether the client's session goes through `CachingURLProtocol`.
     var usesProtocol: Bool {
+        self == .cachingProtocolRFC9111 || isHeuristic
+    }
+
+    /// Whether the client caches with the heuristic rules (`Comparison.policy`); the others cache
+    /// by the headers alone, or not at all.
+    var isHeuristic: Bool {
         self == .cachingProtocolHead || self == .cachingProtocolConditionalGet
     }
 }
@@ -136,8 +149,46 @@ public struct ClientResult: Sendable {
         return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
     }
 
+    /// What each phase cost, in the order the client played them (phases without requests,
+    /// such as a change at the origin, have none).
+    public var phases: [PhaseCost] {
+        var costs: [PhaseCost] = []
+        for record in records {
+            if costs.last?.phase != record.phase {
+                costs.append(PhaseCost(phase: record.phase, offset: record.offset, requests: 0, originRequests: 0,
+                                       originBytes: 0, waitedSeconds: 0))
+            }
+            costs[costs.count - 1].requests += 1
+            costs[costs.count - 1].originRequests += record.hops.count
+            costs[costs.count - 1].originBytes += record.originBytes
+            costs[costs.count - 1].waitedSeconds += record.milliseconds / 1000
+        }
+        return costs
+    }
+
     private func count(_ answer: AnswerKind) -> Int {
         records.filter { $0.answer == answer }.count
+    }
+}
+
+/// What one phase of the session cost one client.
+public struct PhaseCost: Sendable, Equatable, Codable {
+    /// E.g. "refresh +10 s".
+    public var phase: String
+    /// Seconds after launch on the simulated clock.
+    public var offset: TimeInterval
+    /// The client's requests in the phase.
+    public var requests: Int
+    /// Requests the origin received for them (its log, request by request).
+    public var originRequests: Int
+    /// Bytes the origin wrote for them (down).
+    public var originBytes: Int
+    /// Seconds the app waited for their answers.
+    public var waitedSeconds: Double
+
+    /// "launch", or the offset on the simulated clock: "+10 s", "+2 d".
+    public var label: String {
+        offset == 0 ? "launch" : "+" + DurationText.label(offset)
     }
 }
 
@@ -169,7 +220,11 @@ public struct OfflineResult: Sendable {
 /// What one rule's resource went through in one client's session.
 public struct RuleTrace: Sendable {
     public var rule: DemoRule
+    /// E.g. "1 ETag (1 d window)": the rule with what the client's policy does with it.
     public var title: String
+    /// What the client's policy does with the rule's resource, e.g. "1 d window" or "not
+    /// stored"; nil where every policy does the same.
+    public var treatment: String?
     public var path: String
     public var records: [RequestRecord]
     /// One line, generated from `records`.
@@ -199,11 +254,13 @@ public struct ComparisonReport: Sendable {
     /// Whether the clients ran at the same time (each against its own origin) or one after another.
     public var concurrent: Bool
     public var clients: [ClientResult]
-    /// One trace per rule, from the first protocol client (HEAD revalidation when it ran).
+    /// One trace per rule, from the first heuristic client (HEAD revalidation when it ran).
     public var rules: [RuleTrace]
     public var revalidationCosts: [RevalidationCost]
     /// The client the rule traces come from.
     public var rulesClient: ClientKind?
+    /// One trace per rule from the header-only client; empty when it did not run.
+    public var headerOnlyRules: [RuleTrace]
 
     public func client(_ kind: ClientKind) -> ClientResult? {
         clients.first { $0.kind == kind }
@@ -211,5 +268,57 @@ public struct ComparisonReport: Sendable {
 
     public func rule(_ rule: DemoRule) -> RuleTrace? {
         rules.first { $0.rule == rule }
+    }
+
+    /// Phase by phase, how `kind` stands against `baseline` on what the origin saw for it;
+    /// empty unless both ran.
+    public func standings(of kind: ClientKind, against baseline: ClientKind) -> [PhaseStanding] {
+        guard let ours = client(kind), let theirs = client(baseline) else { return [] }
+        return zip(ours.phases, theirs.phases).compactMap { ours, theirs in
+            guard ours.phase == theirs.phase else { return nil }
+            return PhaseStanding(ours: ours, theirs: theirs)
+        }
+    }
+
+    /// The requests where `baseline` did better than `kind`: the origin's current body where
+    /// `kind` answered an older one (whatever it cost), fewer origin requests, or as many and
+    /// fewer bytes. Both clients replay the same scenario, so their records pair up one to one.
+    public func requests(where baseline: ClientKind, didBetterThan kind: ClientKind)
+        -> [(ours: RequestRecord, theirs: RequestRecord)] {
+        guard let ours = client(kind), let theirs = client(baseline) else { return [] }
+        return zip(ours.records, theirs.records).filter { ours, theirs in
+            guard ours.phase == theirs.phase, ours.path == theirs.path, theirs.isAnswered else { return false }
+            if theirs.isCurrent != ours.isCurrent { return theirs.isCurrent }
+            if theirs.hops.count != ours.hops.count { return theirs.hops.count < ours.hops.count }
+            return theirs.originBytes < ours.originBytes
+        }
+    }
+}
+
+/// One phase of two clients side by side: how the first stands against the second on what the
+/// origin saw for it, origin requests and bytes down. (On a simulated network the time the app
+/// waited follows from them; on a shared machine it also carries noise.)
+public struct PhaseStanding: Sendable, Equatable {
+    public enum Standing: String, Sendable, Equatable {
+        /// No more requests and no more bytes, and fewer of one.
+        case ahead
+        /// As many requests and as many bytes.
+        case same
+        /// No fewer requests and no fewer bytes, and more of one.
+        case behind
+        /// Fewer of one and more of the other.
+        case mixed
+    }
+
+    public var ours: PhaseCost
+    public var theirs: PhaseCost
+
+    public var standing: Standing {
+        let requests = ours.originRequests - theirs.originRequests
+        let bytes = ours.originBytes - theirs.originBytes
+        if requests == 0 && bytes == 0 { return .same }
+        if requests <= 0 && bytes <= 0 { return .ahead }
+        if requests >= 0 && bytes >= 0 { return .behind }
+        return .mixed
     }
 }

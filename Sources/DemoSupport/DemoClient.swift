@@ -8,8 +8,9 @@ import FoundationNetworking
 ///
 /// The plain and URLCache clients are built from `URLSessionConfiguration.default` without the
 /// protocol (the Demo never calls `register`, so nothing puts it there). The protocol clients
-/// install a configuration of their own, with a fresh `CachingURLCache` in a fresh directory and
-/// the site's clock; several may run at once, each with its own installation.
+/// (header-only and heuristic) install a configuration of their own, with `policy`, a fresh
+/// `CachingURLCache` in a fresh directory and the site's clock; several may run at once, each
+/// with its own installation.
 final class DemoClient: Sendable {
     let kind: ClientKind
     let session: URLSession
@@ -48,13 +49,15 @@ final class DemoClient: Sendable {
             cachingCache = nil
             foundationCache = cache
             caching = nil
-        case .cachingProtocolHead, .cachingProtocolConditionalGet:
+        case .cachingProtocolRFC9111, .cachingProtocolHead, .cachingProtocolConditionalGet:
             let directory = Self.temporaryDirectory("protocol")
             // The same capacities as the URLCache client.
             let cache = CachingURLCache(memoryCapacity: 2 << 20, diskCapacity: 100 << 20, directory: directory)
             let caching = CachingConfiguration(
                 cache: cache,
                 policy: policy,
+                // The header-only client revalidates with conditional GETs (RFC 9111 §4.3.1), like
+                // one heuristic client: those two differ by their rules alone.
                 revalidation: kind == .cachingProtocolHead ? .head : .conditionalGet,
                 now: site.clock.read,
                 observer: { [events] event in events.withLock { $0.append(event) } })

@@ -8,8 +8,9 @@ import Foundation
 /// parses them in its own target.
 public enum DemoCommand: Equatable, Sendable {
     /// The comparison; `json` prints it as JSON instead of the table; `network` is the network
-    /// the embedded origin acts out; `concurrent` runs the clients at the same time (default).
-    case compare(json: Bool, network: NetworkProfile = .default, concurrent: Bool = true)
+    /// the embedded origin acts out; `concurrent` runs the clients at the same time (default);
+    /// `svg`, when set, is where the picture of the same run goes (``ReportSVG``).
+    case compare(json: Bool, network: NetworkProfile = .default, concurrent: Bool = true, svg: URL? = nil)
     /// `fetch URL [--times N] [--cache-dir DIR]`.
     case fetch(FetchOptions)
     /// `sessions`: an image session and an API session side by side (``SessionsScenario``).
@@ -25,7 +26,7 @@ public enum DemoCommand: Equatable, Sendable {
     public static let usageExitCode: Int32 = 64
 
     public static let usage = """
-        usage: Demo [--network 3g|4g|wifi|loopback] [--json] [--sequential]
+        usage: Demo [--network 3g|4g|wifi|loopback] [--json] [--sequential] [--svg FILE]
                Demo sessions
                Demo fetch URL [--times N] [--cache-dir DIR]
                Demo inspect DIR [--json]
@@ -35,9 +36,10 @@ public enum DemoCommand: Equatable, Sendable {
         Demo              replays one app session (launch, a pull-to-refresh burst, returns after
                           an hour, two days and eight days, on a simulated clock, then once more
                           offline) against an embedded origin behind a simulated network, through
-                          a plain URLSession, an AFNetworking-style URLCache and CachingURLProtocol,
-                          and prints what each cost: origin requests, bytes on the wire, the time
-                          the app waited, and how many requests offline still got an answer.
+                          a plain URLSession, an AFNetworking-style URLCache, CachingURLProtocol with
+                          header-only rules (the .rfc9111 preset) and with its heuristic rules, and
+                          prints what each cost: origin requests, bytes on the wire, the time the
+                          app waited, and how many requests offline still got an answer.
           --network NAME  the network the origin acts out (round trip, download bandwidth):
                           3g        300 ms, 1.6 Mbit/s  (WebPageTest "Mobile 3G"; about 18 s)
                           4g         70 ms,  12 Mbit/s  (WebPageTest "Mobile LTE"; the default)
@@ -46,6 +48,8 @@ public enum DemoCommand: Equatable, Sendable {
           --json          the same comparison as JSON on standard output.
           --sequential    run the clients one after another instead of at the same time (slower;
                           each has the machine to itself).
+          --svg FILE      also write the run as a picture to FILE (SVG): per client, the time the
+                          app waited stacked by phase, origin requests and bytes on the wire.
         sessions          an image session and an API session side by side, each with its own cache,
                           policy and rules, over the same day: origin requests and bytes per session.
         fetch URL         fetches URL through CachingURLProtocol (default heuristic policy) N times
@@ -99,6 +103,7 @@ public enum DemoCommand: Equatable, Sendable {
         var json = false
         var network = NetworkProfile.default
         var concurrent = true
+        var svg: URL?
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
@@ -113,16 +118,26 @@ public enum DemoCommand: Equatable, Sendable {
                     throw UsageError("--network needs a profile (valid: \(NetworkProfile.all.map(\.name).joined(separator: ", ")))")
                 }
                 network = try NetworkProfile.named(arguments[index])
+            case "--svg":
+                index += 1
+                guard index < arguments.count, !arguments[index].hasPrefix("-") else {
+                    throw UsageError("--svg needs a file to write")
+                }
+                svg = URL(fileURLWithPath: arguments[index])
             default:
                 if argument.hasPrefix("--network=") {
                     network = try NetworkProfile.named(String(argument.dropFirst("--network=".count)))
+                } else if argument.hasPrefix("--svg=") {
+                    let path = String(argument.dropFirst("--svg=".count))
+                    guard !path.isEmpty else { throw UsageError("--svg needs a file to write") }
+                    svg = URL(fileURLWithPath: path)
                 } else {
                     throw UsageError(argument.hasPrefix("-") ? "unknown option '\(argument)'" : "unexpected argument '\(argument)'")
                 }
             }
             index += 1
         }
-        return .compare(json: json, network: network, concurrent: concurrent)
+        return .compare(json: json, network: network, concurrent: concurrent, svg: svg)
     }
 }
 

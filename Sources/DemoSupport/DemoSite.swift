@@ -30,8 +30,13 @@ public enum DemoRule: String, Sendable, CaseIterable, Codable {
         case .maxAge:
             return TimeInterval(DemoSite.catalogMaxAge)
         case .lastModified:
-            if case .window(let window) = policy.lastModifiedFreshness { return window }
-            return 0
+            switch policy.lastModifiedFreshness {
+            case .none: return 0
+            case .window(let window): return window
+            // The fraction of the resource's age when it was first sent: the age only grows, so
+            // this is the shortest window the policy ever grants it (the strictest judge).
+            case .fractionOfAge(let fraction, let cap): return min(cap, fraction * DemoSite.termsAge)
+            }
         case .noCache:
             return policy.noCacheReuse
         case .image:
@@ -41,19 +46,41 @@ public enum DemoRule: String, Sendable, CaseIterable, Codable {
         }
     }
 
-    /// The rule as a person reads it, with the numbers of `policy`, e.g. "1 ETag (1 d window)".
-    func title(policy: CachingPolicy) -> String {
-        let window = DurationText.label(reuseWindow(policy: policy))
+    /// The rule's number and what it is about, e.g. "1 ETag" or "4 no-cache".
+    var name: String {
         switch self {
-        case .etag: return "1 ETag (\(window) window)"
+        case .etag: return "1 ETag"
         case .maxAge: return "2 max-age=\(DemoSite.catalogMaxAge)"
-        case .lastModified: return "3 Last-Modified (\(window) window)"
-        case .noCache: return "4 no-cache (reused \(window))"
-        case .image: return "5 image, no headers (\(window))"
+        case .lastModified: return "3 Last-Modified"
+        case .noCache: return "4 no-cache"
+        case .image: return "5 image, no headers"
         case .uncachedJSON: return "- JSON, no headers"
         case .post: return "- POST"
         case .changing: return "1 ETag, body changes"
         }
+    }
+
+    /// What `policy` does with the rule's resource, with its numbers, e.g. "1 d window",
+    /// "revalidated on every use" or "not stored"; nil where every policy does the same (max-age,
+    /// the uncached JSON, the POST).
+    func treatment(policy: CachingPolicy) -> String? {
+        let window = reuseWindow(policy: policy)
+        let label = DurationText.label(window)
+        switch self {
+        case .etag, .changing, .lastModified:
+            return window > 0 ? "\(label) window" : "revalidated on every use"
+        case .noCache:
+            return window > 0 ? "reused \(label)" : "revalidated on every use"
+        case .image:
+            return window > 0 ? "kept \(label)" : "not stored"
+        case .maxAge, .uncachedJSON, .post:
+            return nil
+        }
+    }
+
+    /// The rule as a person reads it, with the numbers of `policy`, e.g. "1 ETag (1 d window)".
+    func title(policy: CachingPolicy) -> String {
+        treatment(policy: policy).map { "\(name) (\($0))" } ?? name
     }
 }
 
@@ -82,6 +109,10 @@ struct OriginExchange: Sendable, Equatable {
 /// response's status is logged next to `LoopbackOrigin`'s own request log and byte counters.
 final class DemoSite: Sendable {
     static let catalogMaxAge = 600
+    /// How long before launch the terms page was last modified. Five hours: RFC 9111's heuristic
+    /// (10 % of that age) keeps it fresh for 30 minutes, the heuristic preset's window for a day,
+    /// so the return after an hour tells the two apart.
+    static let termsAge: TimeInterval = 5 * 3_600
 
     let clock: ManualClock
     /// The origin's clock at the start of the session ("launch").
@@ -108,7 +139,6 @@ final class DemoSite: Sendable {
         clock = ManualClock(launch)
         origin = try LoopbackOrigin(now: clock.read)
         origin.network = network
-        let day: TimeInterval = 86_400
         resources = [
             Self.configPath: OriginResource(
                 body: DemoContent.json("config", bytes: 8_000), contentType: "application/json",
@@ -119,7 +149,7 @@ final class DemoSite: Sendable {
                 headers: [HTTPField("Cache-Control", "max-age=\(Self.catalogMaxAge)")]),
             Self.termsPath: OriginResource(
                 body: DemoContent.html("terms", bytes: 16_000), contentType: "text/html; charset=utf-8",
-                etag: .none, lastModified: .fixed(launch.addingTimeInterval(-30 * day))),
+                etag: .none, lastModified: .fixed(launch.addingTimeInterval(-Self.termsAge))),
             Self.scoresPath: OriginResource(
                 body: DemoContent.json("scores", bytes: 2_000), contentType: "application/json",
                 etag: .none, lastModified: .none, headers: [HTTPField("Cache-Control", "no-cache")]),

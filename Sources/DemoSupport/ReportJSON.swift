@@ -2,8 +2,9 @@ import Foundation
 
 /// The comparison as JSON for scripts: the network, a top-level `clients` array (each with
 /// `name`, `originRequests` keyed by method, `originBytes`, `originBytesReceived`, `fromCache`,
-/// `revalidated`, `fetched`, `wrongAnswers`, `waitedSeconds`, `offline`, plus a few extras), the
-/// per-rule lines, the revalidation costs, the date and the scenario. Keys are sorted, so the
+/// `revalidated`, `fetched`, `wrongAnswers`, `waitedSeconds`, `offline`, `phases`, plus a few
+/// extras), the per-rule lines of a heuristic client and of the header-only client, the
+/// revalidation costs, the date and the scenario. Keys are sorted, so the
 /// output is stable; ``decode(_:)`` reads it back.
 public enum ReportJSON {
     public struct Document: Codable, Equatable, Sendable {
@@ -15,6 +16,8 @@ public enum ReportJSON {
         public var clients: [ClientJSON]
         public var rules: [RuleJSON]
         public var rulesClient: String?
+        /// The same per-rule lines for the header-only client; empty when it did not run.
+        public var headerOnlyRules: [RuleJSON]
         public var revalidationCosts: [RevalidationCost]
         public var definitions: [String: String]
     }
@@ -63,7 +66,18 @@ public enum ReportJSON {
         public var cacheBytes: Int
         public var offline: OfflineJSON?
         public var offlineSwitched: OfflineJSON?
+        /// What each phase with requests cost, in order.
+        public var phases: [PhaseCostJSON]
         public var anomalies: [String]
+    }
+
+    public struct PhaseCostJSON: Codable, Equatable, Sendable {
+        public var phase: String
+        public var offsetSeconds: Double
+        public var requests: Int
+        public var originRequests: Int
+        public var originBytes: Int
+        public var waitedSeconds: Double
     }
 
     public struct OfflineJSON: Codable, Equatable, Sendable {
@@ -80,6 +94,9 @@ public enum ReportJSON {
     public struct RuleJSON: Codable, Equatable, Sendable {
         public var rule: String
         public var title: String
+        /// What the client's policy does with the resource, e.g. "1 d window"; nil where every
+        /// policy does the same.
+        public var treatment: String?
         public var path: String
         public var line: String
         public var steps: [StepJSON]
@@ -123,16 +140,16 @@ public enum ReportJSON {
                     waitedSeconds: rounded(client.waitedSeconds), medianMilliseconds: medians,
                     seconds: rounded(client.seconds), cacheBytes: client.cacheBytes,
                     offline: client.offline.map(offline), offlineSwitched: client.offlineSwitched.map(offline),
+                    phases: client.phases.map {
+                        PhaseCostJSON(phase: $0.phase, offsetSeconds: $0.offset, requests: $0.requests,
+                                      originRequests: $0.originRequests, originBytes: $0.originBytes,
+                                      waitedSeconds: rounded($0.waitedSeconds))
+                    },
                     anomalies: client.anomalies)
             },
-            rules: report.rules.map { trace in
-                RuleJSON(rule: trace.rule.rawValue, title: trace.title, path: trace.path, line: trace.line,
-                         steps: trace.records.map {
-                             StepJSON(phase: $0.phase, answer: $0.answer.rawValue, origin: $0.hops, current: $0.isCurrent,
-                                      milliseconds: rounded($0.milliseconds))
-                         })
-            },
+            rules: report.rules.map(rule),
             rulesClient: report.rulesClient?.name,
+            headerOnlyRules: report.headerOnlyRules.map(rule),
             revalidationCosts: report.revalidationCosts,
             definitions: [
                 "network": "what the embedded origin acted out: a round trip before every response (two on a new connection) and the download bandwidth",
@@ -144,14 +161,16 @@ public enum ReportJSON {
                 "fromCache": "answered without contacting the origin",
                 "revalidated": "the origin confirmed the stored body (304, or a HEAD with the same validators)",
                 "fetched": "the body came from the origin",
-                "wrongAnswers": "a body other than the origin's current one when the contract says it must be current",
-                "allowedStale": "an older body served inside the reuse window the contract grants",
+                "wrongAnswers": "a body other than the origin's current one when the client's own rules say it must be current (the heuristic policy for the heuristic clients, the .rfc9111 preset for the others)",
+                "allowedStale": "an older body served inside the reuse window the client's own rules grant",
                 "waitedSeconds": "the time from each request to its answer, summed over the client's requests (sent one at a time)",
                 "medianMilliseconds": "the median time from request to answer, per kind of answer",
                 "seconds": "wall-clock time of the client's phases (the offline phase excluded)",
                 "cacheBytes": "bytes the client's cache reports holding at the end (memory plus disk)",
                 "offline": "the offline phase, origin unreachable: requests, answered (a 2xx answer), failed, stale answers (a stored response past its freshness)",
                 "offlineSwitched": "the offline phase again with CachingConfiguration.isOffline set (protocol clients only)",
+                "phases": "per phase with requests: the client's requests, the origin requests and bytes down they caused, and the seconds the app waited",
+                "headerOnlyRules": "the per-rule lines of the header-only client (CachingProtocol with the .rfc9111 preset); rules are those of rulesClient, a heuristic client",
             ])
     }
 
@@ -164,6 +183,14 @@ public enum ReportJSON {
     /// Reads back what ``data(_:)`` wrote.
     public static func decode(_ data: Data) throws -> Document {
         try JSONDecoder().decode(Document.self, from: data)
+    }
+
+    private static func rule(_ trace: RuleTrace) -> RuleJSON {
+        RuleJSON(rule: trace.rule.rawValue, title: trace.title, treatment: trace.treatment, path: trace.path,
+                 line: trace.line, steps: trace.records.map {
+                     StepJSON(phase: $0.phase, answer: $0.answer.rawValue, origin: $0.hops, current: $0.isCurrent,
+                              milliseconds: rounded($0.milliseconds))
+                 })
     }
 
     private static func offline(_ result: OfflineResult) -> OfflineJSON {

@@ -21,12 +21,23 @@ public enum ReportText {
         lines.append("phases: " + phases.joined(separator: " · "))
         lines.append("")
         lines.append(contentsOf: table(report.clients))
+        if report.clients.contains(where: storedNothing) {
+            lines.append(contentsOf: storedNothingNote)
+        }
         lines.append("")
         lines.append(contentsOf: legend)
+        if report.client(.cachingProtocolRFC9111) != nil {
+            lines.append(contentsOf: headerOnlyLegend)
+        }
         let savings = savings(report)
         if !savings.isEmpty {
             lines.append("")
             lines.append(contentsOf: savings)
+        }
+        let phaseLines = phaseSection(report)
+        if !phaseLines.isEmpty {
+            lines.append("")
+            lines.append(contentsOf: phaseLines)
         }
         let waits = waits(report)
         if !waits.isEmpty {
@@ -38,19 +49,16 @@ public enum ReportText {
             lines.append("")
             lines.append(contentsOf: offline)
         }
-        if !report.rules.isEmpty, let client = report.rulesClient {
+        let ruleLines = ruleSection(report)
+        if !ruleLines.isEmpty {
             lines.append("")
-            lines.append("What each rule did (\(client.name), from the origin's log):")
-            for rule in report.rules {
-                lines.append("  \(rule.title)  \(rule.path)")
-                lines.append("      " + rule.line)
-            }
+            lines.append(contentsOf: ruleLines)
         }
         if !report.revalidationCosts.isEmpty {
             lines.append("")
             lines.append("Revalidation cost per check (origin round trips and bytes):")
             for cost in report.revalidationCosts {
-                lines.append("  " + pad(cost.resource, 9) + "  " + pad(cost.client, 35)
+                lines.append("  " + pad(cost.resource, 9) + "  " + pad(cost.client, nameWidth(report.clients) + 1)
                              + pad(cost.exchange, 26) + leftPad(format(cost.roundTrips), 2) + " trip(s)  "
                              + leftPad(grouped(Int(cost.bytes.rounded())), 7) + " B  (\(cost.checks) check\(cost.checks == 1 ? "" : "s"))")
             }
@@ -68,10 +76,41 @@ public enum ReportText {
         "origin requests: what the origin's request log received, by method. bytes on the wire: every byte the",
         "  origin wrote (down: status lines, headers, bodies) and read (up: the requests). cache / reval. / fetched:",
         "  requests answered without the origin, after the origin confirmed the stored body (304), with a body from",
-        "  the origin. wrong: a body that was not the origin's current one when the contract says it must be. stale",
-        "  ok: an older body inside the window the contract grants (the ETag day, the no-cache minute…), not wrong.",
-        "  app waited: the time from each request to its answer, summed over the client's requests (one at a time).",
+        "  the origin. wrong: a body that was not the origin's current one when the client's own rules say it must",
+        "  be. stale ok: an older body inside the window those rules grant (the ETag day, the no-cache minute…), not",
+        "  wrong. app waited: the time from each request to its answer, summed over the client's requests (one at a",
+        "  time).",
     ]
+
+    static let headerOnlyLegend = [
+        "header-only (CachingProtocol .rfc9111): the same layer with the .rfc9111 preset, caching by the headers",
+        "  alone as RFC 9111 states them: an ETag alone or no-cache revalidated on every use, Last-Modified fresh for",
+        "  10 % of its age, an image without caching headers not stored. That is what an AFNetworking-style URLCache",
+        "  setup aims for on Apple platforms. The two CachingProtocol rows below it use the heuristic rules.",
+    ]
+
+    /// Whether `client` is the URLCache client and stored nothing: its cache empty at the end,
+    /// no answer from it, every request at the origin (Linux, `Docs/foundation-facts.md` L5).
+    static func storedNothing(_ client: ClientResult) -> Bool {
+        client.kind == .urlCache && client.cacheBytes == 0 && client.fromCache == 0 && client.revalidated == 0
+    }
+
+    static let storedNothingNote = [
+        "* stored nothing: its cache held 0 bytes at the end and every request went to the origin, as without a",
+        "  cache. Foundation's URLCache caches nothing through URLSession on Linux (Docs/foundation-facts.md L5). On",
+        "  Apple platforms it caches by the headers (Apple's documentation of .useProtocolCachePolicy; not run here):",
+        "  the header-only row shows such caching on this machine.",
+    ]
+
+    /// The client's name, marked "*" when it stored nothing (see ``storedNothingNote``).
+    static func label(_ client: ClientResult) -> String {
+        storedNothing(client) ? client.name + " *" : client.name
+    }
+
+    /// The width of a column of client labels, with room to spare.
+    static func nameWidth(_ clients: [ClientResult]) -> Int {
+        max(34, (clients.map { label($0).count }.max() ?? 0) + 2)
+    }
 
     /// "network: 4g — 70 ms round trip, 12 Mbit/s down, acted out by the embedded origin", where
     /// the numbers come from, and how the clients ran.
@@ -100,7 +139,7 @@ public enum ReportText {
 
     static func table(_ clients: [ClientResult]) -> [String] {
         let methods = methods(clients)
-        let nameWidth = max(34, (clients.map(\.name.count).max() ?? 0) + 2)
+        let nameWidth = nameWidth(clients)
         let methodColumns = methods.map { leftPad($0, 6) }.joined() + leftPad("all", 6)
         let requestsWidth = methodColumns.count
         var header1 = pad("", nameWidth) + pad("  origin requests", requestsWidth)
@@ -110,7 +149,7 @@ public enum ReportText {
             + leftPad("stale ok", 10) + leftPad("total", 10)
         var lines = [header1.trimmingTrailing(), header2, String(repeating: "-", count: header2.count)]
         for client in clients {
-            var row = pad(client.name, nameWidth)
+            var row = pad(label(client), nameWidth)
             row += methods.map { leftPad(String(client.originRequests[$0] ?? 0), 6) }.joined()
             row += leftPad(String(client.originRequestTotal), 6)
             row += leftPad(grouped(client.originBytes), 11) + leftPad(grouped(client.originBytesReceived), 9)
@@ -124,17 +163,101 @@ public enum ReportText {
     }
 
     /// "CachingProtocol (HEAD) against no cache: 36 % fewer origin requests, 60 % fewer bytes on
-    /// the wire, 35 % less waiting", one line per protocol client and baseline.
+    /// the wire, 35 % less waiting": each heuristic client against the header-only client first,
+    /// then against the clients without the protocol; then the header-only client against those.
     static func savings(_ report: ComparisonReport) -> [String] {
+        let headerOnly = report.clients.filter { $0.kind == .cachingProtocolRFC9111 }
         let others = report.clients.filter { !$0.kind.usesProtocol }
-        return report.clients.filter(\.kind.usesProtocol).flatMap { ours in
-            others.map { other in
-                "\(ours.name) against \(other.name): "
-                    + "\(percent(ours.originRequestTotal, other.originRequestTotal)) fewer origin requests, "
-                    + "\(percent(ours.bytesMoved, other.bytesMoved)) fewer bytes on the wire, "
-                    + "\(percent(ours.waitedSeconds, other.waitedSeconds)) less waiting"
-            }
+        func line(_ ours: ClientResult, _ other: ClientResult) -> String {
+            "\(ours.name) against \(label(other)): "
+                + "\(percent(ours.originRequestTotal, other.originRequestTotal)) fewer origin requests, "
+                + "\(percent(ours.bytesMoved, other.bytesMoved)) fewer bytes on the wire, "
+                + "\(percent(ours.waitedSeconds, other.waitedSeconds)) less waiting"
         }
+        let heuristic = report.clients.filter(\.kind.isHeuristic).flatMap { ours in
+            (headerOnly + others).map { line(ours, $0) }
+        }
+        return heuristic + headerOnly.flatMap { ours in others.map { line(ours, $0) } }
+    }
+
+    /// Per phase, each client's origin requests and the time its app waited; then, when the
+    /// header-only client ran, how each heuristic client stands against it phase by phase and the
+    /// requests where the header-only client did better.
+    static func phaseSection(_ report: ComparisonReport) -> [String] {
+        guard let first = report.clients.first, !first.phases.isEmpty else { return [] }
+        let width = nameWidth(report.clients)
+        var lines = ["Per phase: origin requests · what the app waited"]
+        lines.append("  " + pad("client", width) + first.phases.map { leftPad($0.label, 12) }.joined())
+        for client in report.clients {
+            lines.append("  " + pad(label(client), width) + client.phases.map { phase in
+                leftPad("\(phase.originRequests) · " + seconds(phase.waitedSeconds), 12)
+            }.joined())
+        }
+        guard let headerOnly = report.client(.cachingProtocolRFC9111) else { return lines }
+        let heuristic = report.clients.filter(\.kind.isHeuristic)
+        guard !heuristic.isEmpty else { return lines }
+        lines.append("Against \(headerOnly.name), phase by phase (origin requests, then bytes down):")
+        for client in heuristic {
+            let standings = report.standings(of: client.kind, against: .cachingProtocolRFC9111)
+            func at(_ standing: PhaseStanding.Standing) -> String? {
+                let phases = standings.filter { $0.standing == standing }.map(\.ours.label)
+                return phases.isEmpty ? nil : phases.joined(separator: ", ")
+            }
+            var parts: [String] = []
+            if let ahead = at(.ahead) { parts.append("ahead at \(ahead)") }
+            if let same = at(.same) { parts.append("the same at \(same)") }
+            if let mixed = at(.mixed) { parts.append("fewer of one, more of the other at \(mixed)") }
+            parts.append(at(.behind).map { "behind at \($0)" } ?? "behind nowhere")
+            lines.append("  \(client.name): " + parts.joined(separator: "; "))
+        }
+        lines.append("Request by request, where \(headerOnly.name) did better:")
+        for client in heuristic {
+            let better = report.requests(where: .cachingProtocolRFC9111, didBetterThan: client.kind)
+            let items = better.map { ours, theirs -> String in
+                var text = "\(ours.path) at \(when(ours)) ("
+                if theirs.isCurrent != ours.isCurrent {
+                    text += "the current body for \(count(theirs.hops.count, "origin request")); this client the older one, "
+                    text += ours.isAllowedStale ? "inside its rules' window" : "WRONG"
+                } else if theirs.hops.count != ours.hops.count {
+                    text += "\(count(theirs.hops.count, "origin request")), not \(ours.hops.count)"
+                } else {
+                    text += "\(grouped(theirs.originBytes)) B down, not \(grouped(ours.originBytes))"
+                }
+                return text + ")"
+            }
+            lines.append("  \(client.name): " + (items.isEmpty ? "nowhere" : items.joined(separator: "; ")))
+        }
+        return lines
+    }
+
+    /// "1 origin request", "2 origin requests".
+    static func count(_ value: Int, _ noun: String) -> String {
+        "\(value) \(noun)\(value == 1 ? "" : "s")"
+    }
+
+    /// One line per rule from the heuristic client's records; with the header-only client, its
+    /// line under each, and what each set of rules does with the resource.
+    static func ruleSection(_ report: ComparisonReport) -> [String] {
+        guard !report.rules.isEmpty, let client = report.rulesClient else { return [] }
+        guard let headerOnly = report.client(.cachingProtocolRFC9111), !report.headerOnlyRules.isEmpty else {
+            var lines = ["What each rule did (\(client.name), from the origin's log):"]
+            for rule in report.rules {
+                lines.append("  \(rule.title)  \(rule.path)")
+                lines.append("      " + rule.line)
+            }
+            return lines
+        }
+        var lines = ["What each rule did, from the origin's log (heuristic: \(client.name); header-only: \(headerOnly.name)):"]
+        for rule in report.rules {
+            let other = report.headerOnlyRules.first { $0.path == rule.path }
+            let treatments = [("heuristic", rule), ("header-only", other)].compactMap { name, trace -> String? in
+                trace?.treatment.map { "\(name): \($0)" }
+            }
+            lines.append("  \(rule.rule.name)  \(rule.path)" + (treatments.isEmpty ? "" : "  — " + treatments.joined(separator: "; ")))
+            lines.append("      heuristic:   " + rule.line)
+            if let other { lines.append("      header-only: " + other.line) }
+        }
+        return lines
     }
 
     private static func percent(_ ours: Int, _ theirs: Int) -> String {
@@ -151,10 +274,11 @@ public enum ReportText {
     static func waits(_ report: ComparisonReport) -> [String] {
         guard !report.clients.isEmpty else { return [] }
         let kinds: [(AnswerKind, String)] = [(.fromCache, "from cache"), (.revalidated, "revalidated"), (.fetched, "fetched")]
+        let width = nameWidth(report.clients)
         var lines = ["What the app waited per request (median, \(report.network.name)):"]
-        lines.append("  " + pad("client", 35) + kinds.map { leftPad($0.1, 13) }.joined())
+        lines.append("  " + pad("client", width) + kinds.map { leftPad($0.1, 13) }.joined())
         for client in report.clients {
-            lines.append("  " + pad(client.name, 35) + kinds.map { kind in
+            lines.append("  " + pad(label(client), width) + kinds.map { kind in
                 leftPad(client.medianMilliseconds(kind.0).map(milliseconds) ?? "-", 13)
             }.joined())
         }
@@ -170,10 +294,11 @@ public enum ReportText {
         if posts > 0 { sent.append("\(posts) POST\(posts == 1 ? "" : "s")") }
         var lines = ["Offline (\(phase.name)): the origin refuses every connection, as a phone without a network fails"
                      + " at once; the app sends its requests again (\(sent.joined(separator: ", ")))"]
-        lines.append("  " + pad("client", 35) + leftPad("answered", 10) + leftPad("failed", 8) + leftPad("stale", 7)
+        let width = nameWidth(report.clients)
+        lines.append("  " + pad("client", width) + leftPad("answered", 10) + leftPad("failed", 8) + leftPad("stale", 7)
                      + leftPad("waited", 10))
         func row(_ name: String, _ result: OfflineResult) -> [String] {
-            var lines = ["  " + pad(name, 35) + leftPad("\(result.answered) of \(result.requests)", 10)
+            var lines = ["  " + pad(name, width) + leftPad("\(result.answered) of \(result.requests)", 10)
                          + leftPad(String(result.failed), 8) + leftPad(String(result.staleAnswers), 7)
                          + leftPad(milliseconds(result.waitedSeconds * 1000), 10)]
             let missing = result.records.filter { !$0.isAnswered }
@@ -190,7 +315,7 @@ public enum ReportText {
         }
         for client in report.clients {
             guard let offline = client.offline else { continue }
-            lines += row(client.name, offline)
+            lines += row(label(client), offline)
             if let switched = client.offlineSwitched {
                 lines += row("  told isOffline = true", switched)
             }

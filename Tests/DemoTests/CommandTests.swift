@@ -24,7 +24,20 @@ final class CommandTests: XCTestCase {
             XCTAssertEqual(client["fetched"] as? Int, result.fetched)
             XCTAssertEqual(client["wrongAnswers"] as? Int, result.wrongAnswers)
             XCTAssertNotNil(client["seconds"] as? Double)
+            // Per phase, adding up to the client's totals
+            let phases = try XCTUnwrap(client["phases"] as? [[String: Any]])
+            XCTAssertEqual(phases.compactMap { $0["originRequests"] as? Int }.reduce(0, +), result.originRequestTotal)
+            XCTAssertEqual(phases.compactMap { $0["originBytes"] as? Int }.reduce(0, +), result.originBytes)
+            XCTAssertEqual(phases.compactMap { $0["phase"] as? String }, result.phases.map(\.phase))
         }
+        // The header-only client, with its numbers and its rule lines
+        let headerOnly = try XCTUnwrap(clients.first { $0["id"] as? String == "cachingProtocolRFC9111" })
+        XCTAssertEqual(headerOnly["name"] as? String, "header-only (CachingProtocol .rfc9111)")
+        XCTAssertEqual(headerOnly["wrongAnswers"] as? Int, 0)
+        XCTAssertEqual(headerOnly["originRequests"] as? [String: Int], report.client(.cachingProtocolRFC9111)?.originRequests)
+        let headerOnlyRules = try XCTUnwrap(document["headerOnlyRules"] as? [[String: Any]])
+        XCTAssertEqual(headerOnlyRules.count, DemoRule.allCases.count)
+        XCTAssertEqual(headerOnlyRules.first { $0["rule"] as? String == "image" }?["treatment"] as? String, "not stored")
         let rules = try XCTUnwrap(document["rules"] as? [[String: Any]])
         XCTAssertEqual(rules.count, DemoRule.allCases.count)
         XCTAssertNotNil(rules.first?["line"] as? String)
@@ -47,6 +60,10 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(try DemoCommand.parse(["fetch", url.absoluteString, "--times", "5", "--cache-dir", "/tmp/c"]),
                        .fetch(FetchOptions(url: url, times: 5, cacheDirectory: URL(fileURLWithPath: "/tmp/c", isDirectory: true))))
         XCTAssertEqual(try DemoCommand.parse(["fetch", "--times", "3", url.absoluteString]), .fetch(FetchOptions(url: url, times: 3)))
+        XCTAssertEqual(try DemoCommand.parse(["--svg", "Docs/demo.svg"]),
+                       .compare(json: false, svg: URL(fileURLWithPath: "Docs/demo.svg")))
+        XCTAssertEqual(try DemoCommand.parse(["--network", "3g", "--svg=/tmp/a.svg", "--json"]),
+                       .compare(json: true, network: .threeG, svg: URL(fileURLWithPath: "/tmp/a.svg")))
     }
 
     func testBadArgumentsAreOneClearError() {
@@ -62,6 +79,9 @@ final class CommandTests: XCTestCase {
             (["fetch", "http://a/", "--times", "0"], "--times needs a whole number of at least 1, not '0'"),
             (["fetch", "http://a/", "--times", "two"], "--times needs a whole number of at least 1, not 'two'"),
             (["fetch", "http://a/", "--fast"], "unknown option '--fast' for fetch"),
+            (["--svg"], "--svg needs a file to write"),
+            (["--svg", "--json"], "--svg needs a file to write"),
+            (["--svg="], "--svg needs a file to write"),
         ]
         for (arguments, message) in cases {
             XCTAssertThrowsError(try DemoCommand.parse(arguments), "\(arguments)") { error in

@@ -4,7 +4,8 @@ import Foundation
 import XCTest
 
 /// The Demo's comparison, run in-process: the protocol saves origin requests and bytes against
-/// both baselines, never answers wrongly, and each rule behaves as the contract says.
+/// both baselines and against header-only caching, never answers wrongly, and each rule behaves
+/// as the contract says, under the heuristic rules and under the headers alone.
 final class ComparisonTests: XCTestCase {
     private let policy = CachingPolicy.heuristic()
 
@@ -15,6 +16,13 @@ final class ComparisonTests: XCTestCase {
             XCTAssertEqual(client.anomalies, [], "\(client.name): its own account and the origin's log agree")
             XCTAssertEqual(client.failed, 0, "\(client.name): every request answered")
             XCTAssertEqual(client.records.count, Scenario.standard.requestCount)
+            // The origin's log, request by request, adds up to the log as a whole, per phase too.
+            var logged: [String: Int] = [:]
+            for hop in client.records.flatMap(\.hops) { logged[hop.method, default: 0] += 1 }
+            XCTAssertEqual(logged, client.originRequests, client.name)
+            XCTAssertEqual(client.phases.map(\.originRequests).reduce(0, +), client.originRequestTotal, client.name)
+            XCTAssertEqual(client.phases.map(\.requests).reduce(0, +), client.records.count, client.name)
+            XCTAssertEqual(client.phases.map(\.originBytes).reduce(0, +), client.originBytes, client.name)
         }
         return report
     }
@@ -24,10 +32,12 @@ final class ComparisonTests: XCTestCase {
         let report = try await runComparison()
         let baselines = [try XCTUnwrap(report.client(.noCache)), try XCTUnwrap(report.client(.urlCache))]
 
-        // Then each protocol column costs the origin strictly less than both baselines
+        // Then each heuristic column costs the origin strictly less than both baselines and than
+        // header-only caching
+        let headerOnly = try XCTUnwrap(report.client(.cachingProtocolRFC9111))
         for kind in [ClientKind.cachingProtocolHead, .cachingProtocolConditionalGet] {
             let ours = try XCTUnwrap(report.client(kind))
-            for baseline in baselines {
+            for baseline in baselines + [headerOnly] {
                 XCTAssertLessThan(ours.originRequestTotal, baseline.originRequestTotal, "\(ours.name) vs \(baseline.name): requests")
                 XCTAssertLessThan(ours.originBytes, baseline.originBytes, "\(ours.name) vs \(baseline.name): bytes")
             }
@@ -130,16 +140,90 @@ final class ComparisonTests: XCTestCase {
         XCTAssertEqual(conditional.originRequests["HEAD"], nil)
     }
 
+    func testTheHeaderOnlyClientCachesByTheHeadersAloneAndTheHeuristicsSaveWhereTheRulesDiffer() async throws {
+        // Given the standard session through every client
+        let report = try await runComparison()
+        let headerOnly = try XCTUnwrap(report.client(.cachingProtocolRFC9111))
+        let get200 = OriginHop(method: "GET", status: 200, validator: nil)
+        func records(_ path: String) -> [RequestRecord] { headerOnly.records.filter { $0.path == path } }
+
+        // Then the header-only client's own account matches the origin's log (runComparison), it
+        // never serves an older body, and it revalidates with conditional GETs only
+        XCTAssertEqual(headerOnly.wrongAnswers, 0)
+        XCTAssertEqual(headerOnly.allowedStale, 0, "its rules grant no window to an ETag, no-cache or image")
+        XCTAssertTrue(headerOnly.records.allSatisfy(\.isCurrent))
+        XCTAssertNil(headerOnly.originRequests["HEAD"])
+
+        // ETag without freshness: revalidated on every use, the body from the cache
+        let config = records(DemoSite.configPath)
+        XCTAssertEqual(config.first?.hops, [get200])
+        for record in config.dropFirst() {
+            XCTAssertEqual(record.hops, [OriginHop(method: "GET", status: 304, validator: "If-None-Match")], record.phase)
+            XCTAssertEqual(record.answer, .revalidated)
+        }
+        // Last-Modified five hours old: fresh for 30 minutes, so the return after an hour asks
+        let terms = records(DemoSite.termsPath)
+        XCTAssertEqual(terms.first { $0.offset == 3_600 }?.hops,
+                       [OriginHop(method: "GET", status: 304, validator: "If-Modified-Since")])
+        XCTAssertEqual(report.headerOnlyRules.first { $0.rule == .lastModified }?.treatment, "30 min window")
+        // no-cache without validators, and an image without caching headers: fetched every time
+        for path in [DemoSite.scoresPath, DemoSite.avatarPath] {
+            XCTAssertEqual(records(path).count, 7, path)
+            XCTAssertTrue(records(path).allSatisfy { $0.hops == [get200] }, path)
+        }
+        // max-age: the same as the heuristic rules
+        let catalog = records(DemoSite.catalogPath).map(\.hops)
+        XCTAssertEqual(catalog, try XCTUnwrap(report.client(.cachingProtocolConditionalGet)).records
+            .filter { $0.path == DemoSite.catalogPath }.map(\.hops))
+        // the changed profile: seen at the first check after the change
+        let profile = try XCTUnwrap(records(DemoSite.profilePath).first { $0.offset == 3_600 })
+        XCTAssertEqual(profile.hops, [OriginHop(method: "GET", status: 200, validator: "If-None-Match")])
+        XCTAssertTrue(profile.isCurrent)
+
+        // Offline, as a disconnected cache: what it stored, stale or not, and nothing else
+        let offline = try XCTUnwrap(headerOnly.offline)
+        XCTAssertEqual(Set(offline.records.filter(\.isAnswered).map(\.path)),
+                       [DemoSite.configPath, DemoSite.catalogPath, DemoSite.termsPath, DemoSite.profilePath])
+        XCTAssertEqual(offline.wrongAnswers, 0)
+
+        // And phase by phase, each heuristic client is ahead of it or the same, never behind: the
+        // same at launch (nothing stored yet) and at +8 d (every window over, the avatar's too)
+        let burst = ["refresh +10 s", "refresh +20 s", "refresh +30 s"]
+        for kind in [ClientKind.cachingProtocolHead, .cachingProtocolConditionalGet] {
+            let standings = report.standings(of: kind, against: .cachingProtocolRFC9111)
+            XCTAssertEqual(standings.map(\.ours.phase), headerOnly.phases.map(\.phase))
+            XCTAssertEqual(standings.filter { $0.standing == .same }.map(\.ours.phase), ["launch", "return +8 d"], kind.name)
+            XCTAssertEqual(standings.filter { $0.standing == .ahead }.map(\.ours.phase),
+                           burst + ["return +1 h", "return +2 d"], kind.name)
+            // Request by request, the header-only client did better on the changed profile only:
+            // it saw the change at +1 h (inside the heuristic client's ETag day), and at +2 d its
+            // check found nothing new where the heuristic client's found the change
+            let better = report.requests(where: .cachingProtocolRFC9111, didBetterThan: kind)
+            XCTAssertEqual(better.map(\.ours.path), [DemoSite.profilePath, DemoSite.profilePath], kind.name)
+            XCTAssertEqual(better.map(\.ours.phase), ["return +1 h", "return +2 d"], kind.name)
+            XCTAssertTrue(better.first.map { $0.ours.isAllowedStale && $0.theirs.isCurrent } ?? false, kind.name)
+        }
+    }
+
     func testTheTableShowsEveryClientAndRule() async throws {
         let report = try await runComparison()
         let text = ReportText.render(report)
         for kind in ClientKind.allCases {
             XCTAssertTrue(text.contains(kind.name), kind.name)
         }
-        for rule in report.rules {
+        for rule in report.rules + report.headerOnlyRules {
             XCTAssertTrue(text.contains(rule.line))
         }
         XCTAssertFalse(text.contains("Anomalies"))
+        XCTAssertTrue(text.contains("CachingProtocol (HEAD) against header-only (CachingProtocol .rfc9111): "), text)
+        XCTAssertTrue(text.contains("CachingProtocol (conditional GET): ahead at +10 s, +20 s, +30 s, +1 h, +2 d; "
+                                    + "the same at launch, +8 d; behind nowhere"), text)
+        XCTAssertTrue(text.contains("  1 ETag  /api/config.json  — heuristic: 1 d window; header-only: revalidated on every use"))
+        #if os(Linux)
+        // Foundation's URLCache stores nothing through URLSession here: the row says so.
+        XCTAssertTrue(text.contains("\nURLCache (AFNetworking-style) *  "), text)
+        XCTAssertTrue(text.contains("* stored nothing: its cache held 0 bytes at the end"))
+        #endif
     }
 
     /// Every request of `trace` after the first and before `window` seconds is answered from the cache.

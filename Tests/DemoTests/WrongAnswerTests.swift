@@ -38,4 +38,35 @@ final class WrongAnswerTests: XCTestCase {
         XCTAssertEqual(client.wrongAnswers, wrong.count)
         XCTAssertTrue(try XCTUnwrap(report.rule(.changing)).line.contains("WRONG"))
     }
+
+    func testEachClientIsJudgedByItsOwnRules() async throws {
+        // Given the changed profile, which the heuristic rules serve from the cache at +1 h
+        // (inside the ETag day) and RFC 9111's rules never serve without asking
+        let session = Scenario(phases: Array(Scenario.standard.phases.prefix(6)))
+        // When a heuristic client runs, judged by its own rules, then by RFC 9111's
+        let own = try await Comparison(scenario: session, clients: [.cachingProtocolHead]).run()
+        let strict = try await Comparison(scenario: session, clients: [.cachingProtocolHead], contract: .rfc9111).run()
+        // Then the same older body is allowed by the first and wrong by the second
+        let allowed = try XCTUnwrap(own.client(.cachingProtocolHead))
+        XCTAssertEqual(allowed.wrongAnswers, 0)
+        XCTAssertEqual(allowed.records.filter(\.isAllowedStale).map(\.path), [DemoSite.profilePath])
+        let judged = try XCTUnwrap(strict.client(.cachingProtocolHead))
+        XCTAssertEqual(judged.records.filter(\.isWrong).map(\.path), [DemoSite.profilePath])
+    }
+
+    func testAHeaderOnlyClientThatKeepsETagResourcesIsCaughtByTheHeaderOnlyRules() async throws {
+        // Given the header-only client configured with a day's ETag window, judged by RFC 9111
+        var lenient = CachingPolicy.rfc9111
+        lenient.etagWindow = 86_400
+        let comparison = Comparison(clients: [.cachingProtocolRFC9111], headerOnlyPolicy: lenient,
+                                    headerOnlyContract: .rfc9111)
+        // When the session runs
+        let report = try await comparison.run()
+        let client = try XCTUnwrap(report.client(.cachingProtocolRFC9111))
+        // Then the older profile it serves after the change counts as wrong
+        let wrong = client.records.filter(\.isWrong)
+        XCTAssertEqual(wrong.map(\.path), [DemoSite.profilePath])
+        XCTAssertTrue(wrong.allSatisfy { $0.hops.isEmpty && $0.offset == 3_600 })
+        XCTAssertTrue(try XCTUnwrap(report.headerOnlyRules.first { $0.rule == .changing }).line.contains("WRONG"))
+    }
 }
