@@ -58,12 +58,12 @@ final class ClientThreadClaimTests: CachingTestCase {
         let loop = RunLoopThread(mode: claimsMode)
         defer { loop.stop() }
         for pass in ["fetched", "hit"] {
-            let client = LoadingThreadClient(loop: loop)
-            let loader = Locked<CachingURLProtocol?>(CachingURLProtocol(request: request("/stream"), cachedResponse: nil, client: client))
-            loop.perform { loader.withLock { $0 }?.startLoading() }
-            wait(for: [client.ended], timeout: 10)
-            loop.perform { loader.withLock { $0 }?.stopLoading() }   // as the system does after the end
+            let load = DrivenLoad(request("/stream"), on: loop)
+            load.start()
+            wait(for: [load.client.ended], timeout: 10)
+            load.stop()   // as the system does after the end
 
+            let client = load.client
             let calls = client.calls
             XCTAssertEqual(calls.first?.call, "response 200", pass)
             XCTAssertEqual(calls.last?.call, "finish", pass)
@@ -107,11 +107,12 @@ final class ClientThreadClaimTests: CachingTestCase {
         let loop = RunLoopThread(mode: claimsMode)
         defer { loop.stop() }
         for pass in ["fetched", "hit"] {
-            let client = LoadingThreadClient(loop: loop)
-            let loader = Locked<CachingURLProtocol?>(CachingURLProtocol(request: request("/reentered"), cachedResponse: nil, client: client))
-            client.onFinish = { loader.withLock { $0 }?.stopLoading() }
-            loop.perform { loader.withLock { $0 }?.startLoading() }
+            let load = DrivenLoad(request("/reentered"), on: loop)
+            let client = load.client
+            client.onFinish = { load.stopHere() }
+            load.start()
             wait(for: [client.ended], timeout: 10)
+            client.onFinish = nil   // it holds the load, which holds the client
             XCTAssertEqual(client.calls.first?.call, "response 200", pass)
             XCTAssertEqual(client.calls.last?.call, "finish", pass)
             XCTAssertEqual(client.body, Data.pattern(256 << 10), pass)
@@ -125,17 +126,44 @@ final class ClientThreadClaimTests: CachingTestCase {
         serveStream("/stopped-early")
         let loop = RunLoopThread(mode: claimsMode)
         defer { loop.stop() }
-        let client = LoadingThreadClient(loop: loop)
-        let loader = Locked<CachingURLProtocol?>(CachingURLProtocol(request: request("/stopped-early"), cachedResponse: nil, client: client))
+        let load = DrivenLoad(request("/stopped-early"), on: loop)
         let stopped = expectation(description: "stopLoading returned inside didReceive response")
-        client.onResponse = {
-            loader.withLock { $0 }?.stopLoading()
+        load.client.onResponse = {
+            load.stopHere()
             stopped.fulfill()
         }
-        loop.perform { loader.withLock { $0 }?.startLoading() }
+        load.start()
         wait(for: [stopped], timeout: 10)
-        XCTAssertEqual(client.calls.first?.call, "response 200")
-        XCTAssertTrue(client.calls.first?.onLoadingThread == true)
+        load.client.onResponse = nil   // it holds the load, which holds the client
+        XCTAssertEqual(load.client.calls.first?.call, "response 200")
+        XCTAssertTrue(load.client.calls.first?.onLoadingThread == true)
+    }
+}
+
+/// A load driven as Apple's loader drives one: the protocol, made with a recording client, is
+/// started and stopped on `loop`'s thread inside its run loop.
+private struct DrivenLoad: Sendable {
+    let client: LoadingThreadClient
+    private let loader: Locked<CachingURLProtocol?>
+    private let loop: RunLoopThread
+
+    init(_ request: URLRequest, on loop: RunLoopThread) {
+        client = LoadingThreadClient(loop: loop)
+        loader = Locked(CachingURLProtocol(request: request, cachedResponse: nil, client: client))
+        self.loop = loop
+    }
+
+    func start() {
+        loop.perform { [loader] in loader.withLock { $0 }?.startLoading() }
+    }
+
+    func stop() {
+        loop.perform { [loader] in loader.withLock { $0 }?.stopLoading() }
+    }
+
+    /// `stopLoading` on the calling thread: from inside a client call.
+    func stopHere() {
+        loader.withLock { $0 }?.stopLoading()
     }
 }
 

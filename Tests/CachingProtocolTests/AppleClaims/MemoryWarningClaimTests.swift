@@ -12,27 +12,12 @@ import XCTest
 /// Not provable here: that the system posts the warning, or reports critical pressure, when it
 /// does — a test cannot make it (UIKit's simulated warning is private API, and real pressure
 /// takes gigabytes: `sudo memory_pressure -l critical` by hand on a Mac).
-final class MemoryWarningClaimTests: XCTestCase {
-    private var directory: URL!
-
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("MemoryWarningClaims-\(UUID().uuidString)", isDirectory: true)
-    }
-
-    override func tearDownWithError() throws {
-        if let directory { try? FileManager.default.removeItem(at: directory) }
-        try super.tearDownWithError()
-    }
-
+final class MemoryWarningClaimTests: ScratchDirectoryTestCase {
     /// A cache holding one memory-only entry.
     private func cacheWithAnEntryInMemory() -> CachingURLCache {
         let cache = CachingURLCache(memoryCapacity: 1 << 20, diskCapacity: 8 << 20, directory: directory)
-        let request = URLRequest(url: URL(string: "https://example.com/in-memory")!)
-        let response = HTTPURLResponse(url: request.url!, statusCode: 200, httpVersion: "HTTP/1.1",
-                                       headerFields: ["Cache-Control": "max-age=600"])!
-        cache.storeCachedResponse(CachedURLResponse(response: response, data: Data.pattern(2_000), userInfo: nil,
-                                                    storagePolicy: .allowedInMemoryOnly), for: request)
+        let (request, response) = storable("https://example.com/in-memory", body: Data.pattern(2_000), policy: .allowedInMemoryOnly)
+        cache.storeCachedResponse(response, for: request)
         cache.waitUntilSettled()
         return cache
     }

@@ -29,10 +29,18 @@ final class RedirectClaimTests: CachingTestCase {
         origin.handle("/to") { _ in .text("target", headers: [HTTPField("Cache-Control", "max-age=600")]) }
     }
 
-    /// A session with the layer and `delegate`, named to `inject` when `named`.
-    private func layerSession(delegate: (any URLSessionDelegate)?, named: Bool = true) -> URLSession {
+    /// An ephemeral configuration without Foundation's own cache, so that a load without the
+    /// layer goes to the origin every time, as one through the layer reaches the layer.
+    private func plainConfiguration() -> URLSessionConfiguration {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 10
+        configuration.urlCache = nil
+        return configuration
+    }
+
+    /// A session with the layer and `delegate`, named to `inject` when `named`.
+    private func layerSession(delegate: (any URLSessionDelegate)?, named: Bool = true) -> URLSession {
+        let configuration = plainConfiguration()
         CachingURLProtocol.inject(into: configuration, using: self.configuration, delegate: named ? delegate : nil)
         return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
@@ -79,7 +87,7 @@ final class RedirectClaimTests: CachingTestCase {
             if withLayer {
                 session = layerSession(delegate: delegate)
             } else {
-                session = URLSession(configuration: .ephemeral, delegate: delegate, delegateQueue: nil)
+                session = URLSession(configuration: plainConfiguration(), delegate: delegate, delegateQueue: nil)
             }
             defer { session.finishTasksAndInvalidate() }
             var results: [String] = []

@@ -10,29 +10,9 @@ import XCTest
 /// served again once readable; files get the Data Protection class asked for (on a device); and
 /// `fcntl(F_FULLFSYNC)`, which the cache uses for files that must survive a power loss, is
 /// accepted where the cache writes. Locking a device, and the power loss itself, are beyond a test.
-final class StorageClaimTests: XCTestCase {
-    private var directory: URL!
-
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("StorageClaims-\(UUID().uuidString)", isDirectory: true)
-    }
-
-    override func tearDownWithError() throws {
-        for path in CacheFiles.all(in: directory) { chmod(path, 0o600) }
-        if let directory { try? FileManager.default.removeItem(at: directory) }
-        try super.tearDownWithError()
-    }
-
+final class StorageClaimTests: ScratchDirectoryTestCase {
     private func makeCache() -> CachingURLCache {
         CachingURLCache(memoryCapacity: 1 << 20, diskCapacity: 8 << 20, directory: directory)
-    }
-
-    private func stored(_ url: String, body: Data) -> (URLRequest, CachedURLResponse) {
-        let request = URLRequest(url: URL(string: url)!)
-        let response = HTTPURLResponse(url: request.url!, statusCode: 200, httpVersion: "HTTP/1.1",
-                                       headerFields: ["Cache-Control": "max-age=600"])!
-        return (request, CachedURLResponse(response: response, data: body))
     }
 
     // MARK: A13
@@ -43,7 +23,7 @@ final class StorageClaimTests: XCTestCase {
     /// the files are readable again, a cache opened there serves the entry byte for byte.
     func testA13_aFileThatCannotBeReadIsUnavailableNotCorrupt() throws {
         guard getuid() != 0 else { throw XCTSkip("root reads files whatever their permissions") }
-        let (request, response) = stored("https://example.com/protected", body: Data.pattern(10_000))
+        let (request, response) = storable("https://example.com/protected", body: Data.pattern(10_000))
         let writer = makeCache()
         writer.storeCachedResponse(response, for: request)
         writer.waitUntilSettled()
@@ -67,7 +47,7 @@ final class StorageClaimTests: XCTestCase {
     func testA13_filesGetTheProtectionClassAskedFor() throws {
         #if os(iOS) && !targetEnvironment(simulator)
         let cache = makeCache()
-        let (request, response) = stored("https://example.com/classed", body: Data.pattern(1_000))
+        let (request, response) = storable("https://example.com/classed", body: Data.pattern(1_000))
         cache.storeCachedResponse(response, for: request)
         cache.waitUntilSettled()
         for path in CacheFiles.all(in: directory) {

@@ -9,27 +9,7 @@ import XCTest
 /// initialiser on every platform. And NSURLCache's initialisers, which the cache's call through
 /// `super`, do not come back into its overrides (capacities, storage, the initialisers themselves):
 /// a call back would reach a cache half made, or start it twice.
-final class URLCacheInitialiserClaimTests: XCTestCase {
-    private var directory: URL!
-
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("URLCacheInitialiserClaims-\(UUID().uuidString)", isDirectory: true)
-    }
-
-    override func tearDownWithError() throws {
-        if let directory { try? FileManager.default.removeItem(at: directory) }
-        try super.tearDownWithError()
-    }
-
-    private func storedResponse(_ url: String, body: Data) -> (URLRequest, CachedURLResponse) {
-        let request = URLRequest(url: URL(string: url)!)
-        let response = HTTPURLResponse(url: request.url!, statusCode: 200, httpVersion: "HTTP/1.1",
-                                       headerFields: ["Cache-Control": "max-age=600"])!
-        return (request, CachedURLResponse(response: response, data: body))
-    }
-
+final class URLCacheInitialiserClaimTests: ScratchDirectoryTestCase {
     /// The overlay's initialiser runs the cache's own: the capacities and directory given are the
     /// cache's, and an entry stored through `URLCache`'s API is written to that directory by the
     /// cache's disk tier (a cache opened there later reads it back), not to Foundation's store.
@@ -39,7 +19,7 @@ final class URLCacheInitialiserClaimTests: XCTestCase {
         XCTAssertEqual(cache.memoryCapacity, 3 << 20)
         XCTAssertEqual(cache.diskCapacity, 17 << 20)
 
-        let (request, response) = storedResponse("https://example.com/a1", body: Data.pattern(5_000))
+        let (request, response) = storable("https://example.com/a1", body: Data.pattern(5_000))
         cache.storeCachedResponse(response, for: request)
         cache.waitUntilSettled()
         XCTAssertEqual(cache.statistics.disk.entryCount, 1, "in the cache's own disk tier")
