@@ -268,8 +268,9 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     /// Moves the memory tier to disk and empties memory: every entry in memory is handed to the
     /// disk tier (entries already there are not written again), then memory is cleared. This is
-    /// what MKNetworkKit did on a memory warning; UIKit's memory warning runs it automatically,
-    /// off the main thread. Call it from any thread but the main one: it can wait for disk writes.
+    /// what MKNetworkKit did on a memory warning; UIKit's memory warning (and on macOS the system's
+    /// memory pressure turning critical) runs it automatically, off the main thread. Call it from
+    /// any thread but the main one: it can wait for disk writes.
     public func flushMemoryToDisk() {
         store.flushMemoryToDisk()
     }
