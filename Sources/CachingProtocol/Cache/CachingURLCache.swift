@@ -52,6 +52,10 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     private let apiStorage = Locked(APIStorage())
     /// The memory-warning observation, removed when the cache goes.
     private let memoryWarningObserver = Locked<NSObjectProtocol?>(nil)
+    #if os(macOS)
+    /// The system's memory-pressure source, macOS's memory warning; cancelled when the cache goes.
+    let memoryPressureSource = Locked<(any DispatchSourceMemoryPressure)?>(nil)
+    #endif
     /// The `CachedURLResponse` the `URLCache` API handed out for each entry revision, reused for
     /// the next lookup of the same entry (it does not change). Bounded by `builtResponsesCapacity`.
     private let builtResponses = Locked<[EntryRevision: CachedURLResponse?]>([:])
@@ -109,6 +113,9 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     deinit {
         if let observer = memoryWarningObserver.withLock({ $0 }) { NotificationCenter.default.removeObserver(observer) }
+        #if os(macOS)
+        memoryPressureSource.withLock { $0 }?.cancel()
+        #endif
     }
 
     // MARK: Memory warnings
@@ -117,25 +124,54 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// the name is a plain string, so observing it needs neither UIKit's main actor nor UIKit.
     static let memoryWarningNotification = Notification.Name("UIApplicationDidReceiveMemoryWarningNotification")
 
-    /// Whether caches flush memory to disk on a memory warning: where UIKit posts one.
-    #if canImport(UIKit) && !os(watchOS)
+    /// Whether caches move memory to disk on the platform's memory warning: UIKit's where UIKit
+    /// posts one (iOS, tvOS, Mac Catalyst), the system's memory pressure turning critical on
+    /// macOS; none on Linux.
+    #if (canImport(UIKit) && !os(watchOS)) || os(macOS)
     static let observesMemoryWarnings = true
     #else
     static let observesMemoryWarnings = false
     #endif
 
     /// Starts (when `observing`) moving memory to disk on every memory warning, as
-    /// ``flushMemoryToDisk()`` does but off the posting thread (UIKit's main thread): the move
-    /// can wait for disk writes. Internal so tests on any platform can post the notification.
+    /// ``flushMemoryToDisk()`` does but off the thread that reports it (UIKit's main thread): the
+    /// move can wait for disk writes. UIKit's notification is observed on every platform, so tests
+    /// anywhere can post it (on macOS nothing else does).
+    ///
+    /// macOS has no memory warning. Its counterpart is the system's memory pressure, reported by a
+    /// dispatch source at three levels: normal, warning ("consider relaxing caching policy") and
+    /// critical ("consider dropping all caches"), as XNU's `doc/vm/memorystatus_notify.md`
+    /// describes them; `dispatch_source_create(3)` asks apps not to walk and discard their caches
+    /// when the pressure is merely elevated, since that aggravates it. So the cache answers the
+    /// critical level only.
     func observeMemoryWarnings(_ observing: Bool) {
-        guard observing else { return }
+        // Once: the initialiser starts it, and a test may ask again.
+        guard observing, memoryWarningObserver.withLock({ $0 == nil }) else { return }
         let observer = NotificationCenter.default.addObserver(
             forName: Self.memoryWarningNotification, object: nil, queue: nil
         ) { [weak self] _ in
             self?.store.flushMemoryToDiskInBackground()
         }
         memoryWarningObserver.withLock { $0 = observer }
+        #if os(macOS)
+        let source = DispatchSource.makeMemoryPressureSource(eventMask: .critical)
+        source.setEventHandler { [weak self, weak source] in
+            guard let event = source?.data else { return }
+            self?.memoryPressureChanged(to: event)
+        }
+        source.resume()
+        memoryPressureSource.withLock { $0 = source }
+        #endif
     }
+
+    #if os(macOS)
+    /// What the memory-pressure source reported: memory moves to disk when it turned critical.
+    /// Internal so tests on a Mac can report a level the system cannot be made to.
+    func memoryPressureChanged(to event: DispatchSource.MemoryPressureEvent) {
+        guard event.contains(.critical) else { return }
+        store.flushMemoryToDiskInBackground()
+    }
+    #endif
 
     // MARK: Capacities and usage
 
@@ -232,8 +268,9 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     /// Moves the memory tier to disk and empties memory: every entry in memory is handed to the
     /// disk tier (entries already there are not written again), then memory is cleared. This is
-    /// what MKNetworkKit did on a memory warning; UIKit's memory warning runs it automatically,
-    /// off the main thread. Call it from any thread but the main one: it can wait for disk writes.
+    /// what MKNetworkKit did on a memory warning; UIKit's memory warning (and on macOS the system's
+    /// memory pressure turning critical) runs it automatically, off the main thread. Call it from
+    /// any thread but the main one: it can wait for disk writes.
     public func flushMemoryToDisk() {
         store.flushMemoryToDisk()
     }

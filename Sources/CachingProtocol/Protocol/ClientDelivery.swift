@@ -191,17 +191,23 @@ final class ClientDelivery: Sendable {
     func forward(_ challenge: URLAuthenticationChallenge,
                  reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         guard rules.forwardsChallenges else { return reply(.performDefaultHandling, nil) }
-        #if canImport(FoundationNetworking)
-        let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
-        #else
-        // Made here, handed to the client thread: immutable once made, but not declared
-        // Sendable by every Apple SDK.
-        nonisolated(unsafe) let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
-        #endif
+        let relayed = HandedChallenge(URLAuthenticationChallenge(authenticationChallenge: challenge,
+                                                                 sender: ChallengeRelay(reply)))
         let delivered = perform(ending: false) { to in
-            to.client.urlProtocol(to.owner, didReceive: relayed)
+            to.client.urlProtocol(to.owner, didReceive: relayed.challenge)
         }
         if !delivered { reply(.cancelAuthenticationChallenge, nil) }
+    }
+
+    /// A challenge made here and handed to the client thread.
+    private struct HandedChallenge: @unchecked Sendable {
+        // @unchecked: immutable once made. Xcode 16+ SDKs and corelibs declare it Sendable, the
+        // iOS 16.4 SDK does not: a plain capture fails there, `nonisolated(unsafe)` warns elsewhere.
+        let challenge: URLAuthenticationChallenge
+
+        init(_ challenge: URLAuthenticationChallenge) {
+            self.challenge = challenge
+        }
     }
 
     /// `stopLoading`: from now on nothing reaches the client.

@@ -153,10 +153,11 @@ final class CachingURLCacheTests: XCTestCase {
         XCTAssertEqual(statistics.memory.entryCount, 1)
     }
 
-    /// The option's plumbing, on Linux where it changes nothing on disk: the default, a change
-    /// that reaches the disk tier in order with the writes, and a cache that keeps working. The
-    /// Apple call itself (`FileManager`'s `.protectionKey`) is type-checked for iOS only.
-    func testFileProtectionDefaultsToApplesRecommendationForCachesAndCanBeChanged() throws {
+    /// The option's plumbing (on Linux it changes nothing on disk): the default — the class Apple
+    /// gives app files by default —, a change that reaches the disk tier in order with the writes,
+    /// and a cache that keeps working. The Apple call itself (`FileManager`'s `.protectionKey`) is
+    /// type-checked against every SDK subset; the class on a device's files: the Apple claim kit.
+    func testFileProtectionDefaultsToCompleteUntilFirstUserAuthenticationAndCanBeChanged() throws {
         let cache = makeCache()
         XCTAssertEqual(cache.fileProtection, .completeUntilFirstUserAuthentication)
         XCTAssertEqual(cache.fileProtection.description, "completeUntilFirstUserAuthentication")
@@ -170,7 +171,11 @@ final class CachingURLCacheTests: XCTestCase {
 
         XCTAssertEqual(cache.fileProtection, .complete)
         XCTAssertEqual(cache.store.disk.state.withLock { $0.fileProtection }, .complete)
+        #if canImport(Darwin)
+        XCTAssertTrue(CachingFileProtection.isSupported)
+        #else
         XCTAssertFalse(CachingFileProtection.isSupported, "Linux has no Data Protection")
+        #endif
         let reopened = makeCache()
         XCTAssertEqual(reopened.cachedResponse(for: before)?.data, Data.pattern(3_000))
         XCTAssertEqual(reopened.cachedResponse(for: after)?.data, Data.pattern(4_000))
@@ -243,11 +248,19 @@ final class CachingURLCacheTests: XCTestCase {
         }
     }
 
-    func testCachesOnlyObserveMemoryWarningsWhereUIKitPostsThem() {
+    /// Caches made the ordinary way answer memory warnings on Apple platforms only (UIKit's
+    /// notification, which they observe there; on macOS nothing but this test posts it).
+    func testCachesObserveMemoryWarningsOnlyOnApplePlatforms() {
         let cache = makeCache()
         let (request, response) = cached("https://example.com/kept", body: Data.pattern(500), policy: .allowedInMemoryOnly)
         cache.storeCachedResponse(response, for: request)
         NotificationCenter.default.post(name: CachingURLCache.memoryWarningNotification, object: nil)
+        cache.waitUntilSettled()   // the move runs off the posting thread
         XCTAssertEqual(cache.statistics.memory.entryCount, CachingURLCache.observesMemoryWarnings ? 0 : 1)
+        #if canImport(Darwin)
+        XCTAssertTrue(CachingURLCache.observesMemoryWarnings)
+        #else
+        XCTAssertFalse(CachingURLCache.observesMemoryWarnings)
+        #endif
     }
 }
