@@ -12,10 +12,11 @@
 # - the three test targets LoopbackOriginTests, CachingProtocolTests and DemoTests, against
 #   Scripts/XCTestStandIn: XCTest is in no SDK (Xcode ships it with the platform), so a stand-in
 #   that declares Apple's XCTest signatures is emitted for them (used here only).
-# Each module is checked twice: type-checking alone, and with SIL diagnostics (definite
-# initialisation, region-based isolation, `sending`). The SIL pass of each library a later module
-# imports also emits its interface for that SDK, with testing enabled (the tests use
-# `@testable import`).
+# Each module is checked with SIL diagnostics (`APPLE_TC_MODE=sil`: it type-checks first, then
+# checks definite initialisation, region-based isolation and `sending`); a type-check alone
+# reported nothing more on any module (2026-11-26), so it is not run separately. The check of
+# each library a later module imports also emits its interface for that SDK, with testing enabled
+# (the tests use `@testable import`).
 #
 # Usage: Scripts/apple-typecheck.sh [--strict] [--sdk NAME]...
 #   --strict     a warning fails the run too (`.ci/run` passes it)
@@ -113,21 +114,20 @@ check_sdk() {
     sdk_checks=0 sdk_errors=0 sdk_warnings=0
     local desktop=0 module libraries=(CachingProtocol LoopbackOrigin DemoSupport)
     case "$sdk" in [mM][aA][cC]*) desktop=1; libraries+=(CacheBenchmarks) ;; esac
+    # SIL mode only: it type-checks first and reports everything a type-check reports (the two
+    # modes gave the same counts on all 73 checks of 2026-11-26), then the SIL diagnostics.
     for module in "${libraries[@]}"; do
-        check "Sources/$module" "$module" typecheck
         # shellcheck disable=SC2046
         check "Sources/$module" "$module" sil $(emit "$module")
     done
     if [ "$desktop" -eq 1 ]; then
         for module in Demo CacheTestTool Fuzz; do
-            check "Sources/$module" "$module" typecheck
             check "Sources/$module" "$module" sil
         done
     fi
     # Apple's XCTest API, declared for the test targets (not part of the package).
     check Scripts/XCTestStandIn XCTest sil -emit-module -emit-module-path "$modules/XCTest.swiftmodule"
     for module in LoopbackOriginTests CachingProtocolTests DemoTests; do
-        check "Tests/$module" "$module" typecheck
         check "Tests/$module" "$module" sil
     done
 }
