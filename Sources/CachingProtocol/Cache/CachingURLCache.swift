@@ -132,10 +132,26 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         let observer = NotificationCenter.default.addObserver(
             forName: Self.memoryWarningNotification, object: nil, queue: nil
         ) { [weak self] _ in
-            self?.store.flushMemoryToDiskInBackground()
+            self?.didReceiveMemoryWarning()
         }
         memoryWarningObserver.withLock { $0 = observer }
     }
+
+    /// What a memory warning does: the `CachedURLResponse`s kept for the `URLCache` API are let
+    /// go at once, and the move of memory to disk is queued (see ``flushMemoryToDisk()``).
+    func didReceiveMemoryWarning() {
+        releaseBuiltResponses()
+        store.flushMemoryToDiskInBackground()
+    }
+
+    /// Lets go of the `CachedURLResponse`s kept for the next lookups (up to
+    /// `builtResponsesCapacity`, each holding its body): they are built again when asked for.
+    private func releaseBuiltResponses() {
+        builtResponses.withLock { $0 = [:] }
+    }
+
+    /// How many `CachedURLResponse`s are kept for the next lookups (for tests).
+    var keptResponseCount: Int { builtResponses.withLock { $0.count } }
 
     // MARK: Capacities and usage
 
@@ -230,11 +246,15 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     // MARK: Memory pressure and maintenance
 
-    /// Moves the memory tier to disk and empties memory: every entry in memory is handed to the
-    /// disk tier (entries already there are not written again), then memory is cleared. This is
-    /// what MKNetworkKit did on a memory warning; UIKit's memory warning runs it automatically,
-    /// off the main thread. Call it from any thread but the main one: it can wait for disk writes.
+    /// Moves the memory tier to disk and empties memory: every entry in memory that the disk
+    /// tier lacks is handed to it (entries already there are not written again), then memory is
+    /// cleared, and so are the `CachedURLResponse`s kept for the `URLCache` API. Entries kept in
+    /// memory only — responses with a `Set-Cookie`, and those stored with `.allowedInMemoryOnly`
+    /// — are dropped, never written to a file. This is what MKNetworkKit did on a memory warning;
+    /// UIKit's memory warning runs it automatically, off the main thread. Call it from any thread
+    /// but the main one: it can wait for disk writes.
     public func flushMemoryToDisk() {
+        releaseBuiltResponses()
         store.flushMemoryToDisk()
     }
 
@@ -377,7 +397,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         let userInfo = entry.userInfo.flatMap {
             try? PropertyListSerialization.propertyList(from: $0, options: [], format: nil) as? [AnyHashable: Any]
         }
-        return CachedURLResponse(response: response, data: entry.body, userInfo: userInfo, storagePolicy: .allowed)
+        return CachedURLResponse(response: response, data: entry.body, userInfo: userInfo,
+                                 storagePolicy: entry.isMemoryOnly ? .allowedInMemoryOnly : .allowed)
     }
 
     /// An entry for a response stored through the `URLCache` API. It is stored whatever its
