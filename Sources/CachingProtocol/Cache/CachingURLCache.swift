@@ -73,6 +73,13 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         super.init(memoryCapacity: 0, diskCapacity: 0, diskPath: self.directory.path)
         observeMemoryWarnings(Self.observesMemoryWarnings)
     }
+
+    /// A cache in the directory `path` names: an absolute path as it is, a relative one under the
+    /// user's caches directory, nil ``defaultDirectory``. For callers of `URLCache`'s path-based
+    /// initialiser.
+    public override convenience init(memoryCapacity: Int, diskCapacity: Int, diskPath path: String?) {
+        self.init(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: Self.directory(forDiskPath: path))
+    }
     #else
     // On Apple platforms `init(memoryCapacity:diskCapacity:directory:)` is a convenience
     // initialiser of `URLCache` (added by the Swift overlay) that calls the designated
@@ -93,11 +100,11 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         observeMemoryWarnings(Self.observesMemoryWarnings)
     }
 
-    /// A cache in the directory at `path` (nil: ``defaultDirectory``), for callers of
-    /// `URLCache`'s path-based initialiser.
+    /// A cache in the directory `path` names: an absolute path as it is, a relative one under the
+    /// app's caches directory (as Apple documents the initialiser for iOS), nil
+    /// ``defaultDirectory``. For callers of `URLCache`'s path-based initialiser.
     public override convenience init(memoryCapacity: Int, diskCapacity: Int, diskPath path: String?) {
-        self.init(__memoryCapacity: memoryCapacity, diskCapacity: diskCapacity,
-                  directoryURL: path.map { URL(fileURLWithPath: $0, isDirectory: true) })
+        self.init(__memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directoryURL: Self.directory(forDiskPath: path))
     }
 
     /// A cache with the capacities of ``standard`` (4 MB in memory, 100 MB on disk) in
@@ -106,6 +113,21 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         self.init(__memoryCapacity: 4 << 20, diskCapacity: 100 << 20, directoryURL: nil)
     }
     #endif
+
+    /// The directory `init(memoryCapacity:diskCapacity:diskPath:)` uses for `path`: an absolute
+    /// path (`~` expanded) as it is; a relative one under the user's caches directory — Apple's
+    /// documentation of that initialiser: "In iOS, path is the name of a subdirectory of the
+    /// application's default cache directory" — on every platform, so `diskPath: "http-cache"`
+    /// never lands in the working directory (`/` in an iOS app, where nothing can be written);
+    /// nil or empty: ``defaultDirectory``.
+    static func directory(forDiskPath path: String?) -> URL? {
+        guard let path, !path.isEmpty else { return nil }
+        let expanded = NSString(string: path).expandingTildeInPath
+        if expanded.hasPrefix("/") { return URL(fileURLWithPath: expanded, isDirectory: true) }
+        let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            ?? FileManager.default.temporaryDirectory
+        return caches.appendingPathComponent(expanded, isDirectory: true)
+    }
 
     deinit {
         if let observer = memoryWarningObserver.withLock({ $0 }) { NotificationCenter.default.removeObserver(observer) }

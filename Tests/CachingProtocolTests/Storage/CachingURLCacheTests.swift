@@ -278,6 +278,28 @@ final class CachingURLCacheTests: XCTestCase {
         }
     }
 
+    /// `diskPath: "http-cache"`, the form `Docs/migrating.md` starts from, names a directory under
+    /// the user's caches directory (Apple's documentation of the initialiser, for iOS), never one
+    /// under the working directory (`/` in an iOS app: nothing could be written, and the cache
+    /// would be memory-only without a word). An absolute path is used as it is.
+    func testARelativeDiskPathLandsUnderTheCachesDirectory() throws {
+        let name = "CachingProtocolTests-relative-\(UUID().uuidString)"
+        let caches = try XCTUnwrap(FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first)
+        let expected = caches.appendingPathComponent(name, isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: expected) }
+        let cache = CachingURLCache(memoryCapacity: 0, diskCapacity: 1 << 20, diskPath: name)
+        XCTAssertEqual(cache.directory.standardizedFileURL.path, expected.standardizedFileURL.path)
+        let (request, response) = cached("https://example.com/relative", body: Data.pattern(3_000))
+        cache.storeCachedResponse(response, for: request)
+        cache.waitUntilSettled()
+        XCTAssertEqual(CacheFiles.entryNames(in: expected).count, 1, "the entry is on disk there")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: FileManager.default.currentDirectoryPath + "/" + name))
+
+        let absolute = CachingURLCache(memoryCapacity: 0, diskCapacity: 1 << 20, diskPath: directory.path)
+        XCTAssertEqual(absolute.directory.standardizedFileURL.path, directory.standardizedFileURL.path)
+        XCTAssertNil(CachingURLCache.directory(forDiskPath: nil), "nil: the default directory")
+    }
+
     func testCachesOnlyObserveMemoryWarningsWhereUIKitPostsThem() {
         let cache = makeCache()
         let (request, response) = cached("https://example.com/kept", body: Data.pattern(500), policy: .allowedInMemoryOnly)
