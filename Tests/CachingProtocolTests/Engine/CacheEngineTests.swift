@@ -122,6 +122,46 @@ final class CacheEngineTests: EngineTestCase {
         XCTAssertEqual(store.entry(key)?.body, Data("stored".utf8), "the stored response stays")
     }
 
+    /// Apple's rules: the load that started an exchange gets a challenge (forwarded to its app
+    /// through the real delivery seam), and stops before its app answered. The challenge is
+    /// cancelled with it, and the load that joined does not hang on it nor inherit the
+    /// cancellation: it starts again on its own and gets the origin's answer. Before, the
+    /// challenge stayed unanswered and the joined load waited for ever.
+    func testAJoinedLoadCompletesWhenTheStarterStopsWithAChallengePending() throws {
+        let appClient = RecordingClient()
+        let owner = URLProtocol(request: URLRequest(url: url), cachedResponse: nil, client: appClient)
+        let delivery = ClientDelivery(owner: owner, executor: CallingThreadExecutor(), rules: .init(
+            streamsBodies: true, holdsLockAcrossClientCalls: false, forwardsChallenges: true, reportsRedirects: true))
+        guard case .planned(let planned) = engine.start(request(), from: .standard) else { return XCTFail("a miss") }
+        let starter = engine.proceed(planned, client: DeliveringClient(delivery: delivery))
+        upstream.waitForRequests(1)
+        let (joined, _) = load()
+        settle()
+        XCTAssertEqual(engine.exchanges.waitingLoads(forKey: key), 2, "joined")
+
+        let answered = Locked<[URLSession.AuthChallengeDisposition]>([])
+        let challenge = URLAuthenticationChallenge(
+            protectionSpace: URLProtectionSpace(host: "example.com", port: 443, protocol: "https", realm: "members",
+                                                authenticationMethod: NSURLAuthenticationMethodHTTPBasic),
+            proposedCredential: nil, previousFailureCount: 0, failureResponse: nil, error: nil, sender: RecordingClient.NoSender())
+        upstream.sent[0].listener?.upstreamDidReceiveChallenge(challenge) { disposition, _ in answered.withLock { $0.append(disposition) } }
+        XCTAssertEqual(appClient.calls, ["challenge members"], "forwarded to the starter's app")
+        XCTAssertEqual(answered.withLock { $0 }, [], "which has not answered")
+
+        // The app's session stops the starter (`stopLoading`: the delivery, then the load).
+        delivery.stop()
+        starter.cancel()
+        XCTAssertEqual(answered.withLock { $0 }, [.cancelAuthenticationChallenge], "the pending challenge is answered")
+        upstream.fail(0, URLError(.cancelled))   // what the upstream session does with a cancelled challenge
+
+        upstream.waitForRequests(2)
+        XCTAssertFalse(upstream.isCancelled(1))
+        upstream.respond(1, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("fresh".utf8))
+        wait(joined)
+        XCTAssertEqual(joined.summary, "200 fresh", "the joined load went on by itself")
+        withExtendedLifetime(owner) {}
+    }
+
     // MARK: Revalidation
 
     func testA304MergesItsFieldsIntoTheStoredResponseAndServesTheStoredBody() {
@@ -207,4 +247,20 @@ final class CacheEngineTests: EngineTestCase {
         XCTAssertEqual(upstream.sent.count, 1, "only the first fetch")
         XCTAssertEqual(engine.configuration.statistics.hits, 1)
     }
+}
+
+/// A load's client that goes through the delivery seam, as the protocol's own does.
+private struct DeliveringClient: LoadClient {
+    let delivery: ClientDelivery
+
+    func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
+        delivery.deliver(answer)
+    }
+
+    func answer(_ challenge: URLAuthenticationChallenge,
+                reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        delivery.forward(challenge, reply: reply)
+    }
+
+    var forwardsChallenges: Bool { delivery.rules.forwardsChallenges }
 }
