@@ -111,9 +111,35 @@ struct SessionSettings: Sendable, Hashable {
     /// `request`, the target of a redirect followed for a load nobody in the app is asked about,
     /// as Foundation sends it: with the jar's cookies for its URL (corelibs'
     /// `URLSession._Configuration.configure`, run for such a redirect), so a cookie set on the
-    /// way is sent on the next hop.
+    /// way is sent on the next hop. Make it with `redirected(_:from:perHop:)` first.
     func followingRedirect(_ request: URLRequest) -> URLRequest {
         Self.addingCookies(of: recorded.configuration, to: request)
+    }
+
+    /// Whether the platform's loader makes each redirect hop's request anew (Apple) rather than
+    /// copying every header field of the request before it (corelibs, Docs/foundation-facts.md,
+    /// L15). The same loader adds cookies only as a request is sent (A6).
+    static let redirectsPerHop = addsSessionCookies
+
+    /// `target`, the request a redirect of `request` leads to (`CachingPolicy.redirectTarget`
+    /// copies every header field of `request`), as the platform's loader makes it. With
+    /// `perHop` (Apple's loader, Docs/foundation-facts.md, A6, A18): without the `Cookie` field
+    /// this layer put on `request` (the jar's cookies for `request`'s URL; the next hop gets the
+    /// jar's for its own URL when it is loaded, or from `followingRedirect`), and without
+    /// `Authorization` when `target` goes to another origin (scheme, host or port) — so a
+    /// presigned storage URL an API redirects to never gets the API's credentials. Otherwise
+    /// (corelibs, L15) `target` as it is: corelibs copies the fields, and the layer does the same.
+    func redirected(_ target: URLRequest, from request: URLRequest, perHop: Bool = Self.redirectsPerHop) -> URLRequest {
+        guard perHop else { return target }
+        let dropsCookie = request.httpShouldHandleCookies && recorded.configuration.httpShouldSetCookies
+            && target.value(forHTTPHeaderField: "Cookie") != nil
+        let dropsAuthorization = target.value(forHTTPHeaderField: "Authorization") != nil
+            && request.url.flatMap(CredentialUse.origin(of:)) != target.url.flatMap(CredentialUse.origin(of:))
+        guard dropsCookie || dropsAuthorization else { return target }
+        var hop = target
+        if dropsCookie { hop.setValue(nil, forHTTPHeaderField: "Cookie") }
+        if dropsAuthorization { hop.setValue(nil, forHTTPHeaderField: "Authorization") }
+        return hop
     }
 
     /// These settings for requests that must go upstream exactly as given: the request an app's

@@ -196,6 +196,7 @@ final class RecordingLoadClient: LoadClient, @unchecked Sendable {
     }
 
     var outcome: CacheEvent.Outcome? { state.withLock { $0.outcome } }
+    var receivedAnswer: Answer? { state.withLock { $0.answer } }
     /// The authentication methods of the challenges forwarded to the app, in order.
     var challenges: [String] { state.withLock { $0.challenges } }
 
