@@ -154,6 +154,11 @@ struct SessionSettings: Sendable, Hashable {
         return SessionSettings(configuration, delegate: delegate)
     }
 
+    /// These settings for a session whose delegate the cache cannot see (`DelegateTraits.unnamed(in:)`).
+    var withUnnamedDelegate: SessionSettings {
+        SessionSettings(recorded.configuration, delegate: .unnamed(in: recorded.configuration))
+    }
+
     /// Whether `apply(to:)` changes nothing, so the base protocol class can serve the session.
     var isStandard: Bool { self == Self.standard }
 

@@ -182,11 +182,17 @@ public class CachingURLProtocol: URLProtocol {
         }
         #endif
         // `canInit` accepted the request: a cacheable GET, or an unsafe method for a stored URL.
-        guard let (settings, engine) = Self.binding, case let request = settings.apply(to: self.request),
+        guard let (bound, engine) = Self.binding, case let request = bound.apply(to: self.request),
               let key = engine.cacheKey(for: request) else {
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
             return delivery.deliver(.failure(reason.urlError(.cancelled)), onCallingThread: true)
         }
+        #if canImport(FoundationNetworking)
+        let settings = bound
+        #else
+        // No task: an `NSURLConnection`'s load, whose delegate (which may pin) nothing names.
+        let settings = task == nil ? bound.withUnnamedDelegate : bound
+        #endif
         let cacheRequest: CacheRequest
         if let method = request.httpMethod, method != "GET", !method.isEqualIgnoringASCIICase("GET") {
             guard let cachedPOST = Self.cacheablePOST(request, task: task, engine: engine) else {

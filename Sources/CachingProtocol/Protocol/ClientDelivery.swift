@@ -195,14 +195,14 @@ final class ClientDelivery: Sendable {
     func forward(_ challenge: URLAuthenticationChallenge,
                  reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         guard rules.forwardsChallenges else { return reply(.performDefaultHandling, nil) }
-        let relay = ChallengeRelay(reply)
         #if canImport(FoundationNetworking)
-        let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: relay)
+        let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
         #else
         // Made here, handed to the client thread: immutable once made, but not declared
         // Sendable by every Apple SDK.
-        nonisolated(unsafe) let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: relay)
+        nonisolated(unsafe) let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
         #endif
+        guard let relay = relayed.sender as? ChallengeRelay else { return reply(.cancelAuthenticationChallenge, nil) }
         let tracked = state.withLock { state -> Bool in
             guard !state.isStopped else { return false }
             state.forwardedChallenges.append(relay)

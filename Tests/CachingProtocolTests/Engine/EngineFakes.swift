@@ -41,6 +41,9 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
     // @unchecked: every field is guarded by `state`'s lock; XCTestExpectation is thread-safe.
     struct Sent {
         let request: URLRequest
+        /// The app session's settings: `URLSessionUpstream` sends through one upstream session
+        /// (and its connections) per distinct settings.
+        let settings: SessionSettings
         let wholeBody: Bool
         let listener: UpstreamListener?
         let task: UpstreamTask
@@ -66,7 +69,8 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
         let task = UpstreamTask()
         let expectation = state.withLock { state -> XCTestExpectation? in
             let number = state.sent.count
-            state.sent.append(Sent(request: request, wholeBody: wholeBody, listener: listener, task: task, completion: completion))
+            state.sent.append(Sent(request: request, settings: settings, wholeBody: wholeBody, listener: listener, task: task,
+                                   completion: completion))
             task.adopt { [weak self] in self?.state.withLock { _ = $0.cancelled.insert(number) } }
             guard let waiting = state.waitingFor, state.sent.count >= waiting.count else { return nil }
             state.waitingFor = nil
