@@ -96,7 +96,9 @@ extension CacheEngine {
     /// another scheme, the app's own validators, a bypass rule — is sent as it is and never stored.
     private func start(_ request: URLRequest, from settings: SessionSettings, after load: Load, viaStoredRedirect: Bool) {
         func next(_ request: CacheRequest) -> Load {
-            load.following(settings.partitioned(request), from: settings, viaStoredRedirect: viaStoredRedirect)
+            // Sent by the same loader: with the fields it adds (`CacheRequest.fieldsAddedWhenSent`).
+            load.following(settings.partitioned(request.sent(with: load.request.fieldsAddedWhenSent)), from: settings,
+                           viaStoredRedirect: viaStoredRedirect)
         }
         let lookedUp: CacheRequest?
         var unsafe = false

@@ -41,11 +41,56 @@ struct SessionSettings: Sendable, Hashable {
     /// no answer shared or stored for sessions judged otherwise; `CacheEngine`).
     var judgesServerTrust: Bool { fingerprint.delegate.trustJudge != nil }
 
-    /// `request` as the store must see it for this session: a session whose delegate judges
-    /// trust finds only answers fetched for sessions with the same judge (`CacheRequest.judged(by:)`).
+    /// `request` as the store must see it for this session: as it will be sent (with the fields
+    /// the platform's loader adds, `fieldsAddedWhenSent`, unless it carries some already), and
+    /// for a session whose delegate judges trust, finding only answers fetched for sessions with
+    /// the same judge (`CacheRequest.judged(by:)`).
     func partitioned(_ request: CacheRequest) -> CacheRequest {
+        var request = request
+        if !Self.fieldsAddedWhenSent.isEmpty, request.fieldsAddedWhenSent.isEmpty {
+            request = request.sent(with: Self.fieldsAddedWhenSent)
+        }
         guard let judge = fingerprint.delegate.trustJudge else { return request }
         return request.judged(by: judge)
+    }
+
+    /// The header fields the platform's loader adds to a request after a protocol saw it, unless
+    /// the request has them, by lowercased name: what `Vary` must see (`CacheRequest.header`).
+    /// Apple's loader adds `User-Agent` and `Accept-Language` when it sends a request
+    /// (Docs/foundation-facts.md, A19): so a variant stored for one language is not served after
+    /// the user changed it, nor one stored for an app version after an update. The values stand
+    /// for the loader's (the app's preferred languages, as `Accept-Language` lists them; the app's
+    /// and the system's versions) and are never sent: the upstream session adds its own. Computed
+    /// once: iOS relaunches an app whose languages change. On Linux none: corelibs adds both too,
+    /// and the layer keeps matching as it did there (see `acceptLanguage(for:)`).
+    #if canImport(FoundationNetworking)
+    static let fieldsAddedWhenSent: [String: String] = [:]
+    #else
+    static let fieldsAddedWhenSent: [String: String] = [
+        "accept-language": acceptLanguage(for: Locale.preferredLanguages),
+        "user-agent": loaderUserAgent(),
+    ]
+
+    /// The `User-Agent` Apple's loader sends by default: the app's executable and version, then
+    /// CFNetwork's and Darwin's versions.
+    private static func loaderUserAgent() -> String {
+        let info = Bundle.main.infoDictionary ?? [:]
+        let name = (info["CFBundleName"] as? String) ?? ProcessInfo.processInfo.processName
+        let version = (info["CFBundleVersion"] as? String) ?? "-"
+        let network = (Bundle(identifier: "com.apple.CFNetwork")?.infoDictionary?["CFBundleVersion"] as? String) ?? "-"
+        var system = utsname()
+        uname(&system)
+        let release = withUnsafeBytes(of: &system.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return "\(name)/\(version) CFNetwork/\(network) Darwin/\(release)"
+    }
+    #endif
+
+    /// An `Accept-Language` value for `languages`, most preferred first, as loaders send it: the
+    /// first six, weighted 1, 0.9, 0.8…
+    static func acceptLanguage(for languages: [String]) -> String {
+        languages.prefix(6).enumerated().map { index, language in
+            index == 0 ? language : "\(language);q=\(String(format: "%.1f", 1.0 - Double(index) / 10))"
+        }.joined(separator: ", ")
     }
 
     /// The settings of `URLSessionConfiguration.default`: those of `URLSession.shared`, and of

@@ -199,6 +199,50 @@ final class CacheEngineTests: EngineTestCase {
         XCTAssertEqual(store.entry(key)?.body, Data("changed".utf8))
     }
 
+    // MARK: Fields the loader adds
+
+    /// Apple's rules: the loader adds `Accept-Language` (and `User-Agent`) after the protocol saw
+    /// the request, so the origin's `Vary: Accept-Language` answer is matched on the language the
+    /// loader sends. After the user changed the app's language, the variant stored for the old
+    /// one is not served; a request that sets the field itself is matched on its own value.
+    /// Before, the layer matched on a field it never saw, and kept serving the old variant.
+    func testVaryIsMatchedOnTheFieldsTheLoaderAddsWhenItSends() {
+        func load(language: String, own: String? = nil) -> RecordingLoadClient {
+            var request = URLRequest(url: url)
+            if let own { request.setValue(own, forHTTPHeaderField: "Accept-Language") }
+            let sent = CacheRequest(request, key: key).sent(with: ["accept-language": language, "user-agent": "App/1 CFNetwork/1 Darwin/1"])
+            let client = RecordingLoadClient()
+            switch engine.start(sent, from: .standard) {
+            case .answered(let answer): client.receive(answer, outcome: .hit)
+            case .planned(let planned): _ = engine.proceed(planned, client: client)
+            }
+            return client
+        }
+        let english = load(language: "en-GB, en;q=0.9")
+        upstream.waitForRequests(1)
+        XCTAssertNil(upstream.sent[0].header("Accept-Language"), "never sent by the layer: the upstream session adds its own")
+        upstream.respond(0, status: 200, headers: ["Cache-Control": "max-age=600", "Vary": "Accept-Language", "Content-Language": "en"],
+                         body: Data("hello".utf8))
+        wait(english)
+        XCTAssertEqual(store.entry(key)?.varyFields, [CacheEntry.VaryField(name: "accept-language", value: "en-gb,en;q=0.9")])
+        XCTAssertEqual(load(language: "en-GB, en;q=0.9").summary, "200 hello", "the same language: a hit")
+
+        let french = load(language: "fr-FR, fr;q=0.9")
+        upstream.waitForRequests(2)
+        upstream.respond(1, status: 200, headers: ["Cache-Control": "max-age=600", "Vary": "Accept-Language", "Content-Language": "fr"],
+                         body: Data("bonjour".utf8))
+        wait(french)
+        XCTAssertEqual(french.summary, "200 bonjour", "another language: not the English variant")
+        XCTAssertEqual(load(language: "de-DE", own: "fr-FR, fr;q=0.9").summary, "200 bonjour", "the request's own field wins")
+        XCTAssertEqual(upstream.sent.count, 2)
+        XCTAssertEqual(SessionSettings.acceptLanguage(for: ["en-GB", "en", "fr"]), "en-GB, en;q=0.9, fr;q=0.8")
+        #if canImport(FoundationNetworking)
+        XCTAssertEqual(SessionSettings.fieldsAddedWhenSent, [:], "Linux: matched as before")
+        #else
+        XCTAssertEqual(Set(SessionSettings.fieldsAddedWhenSent.keys), ["accept-language", "user-agent"])
+        #endif
+    }
+
     // MARK: Errors
 
     func testAStaleAnswerWhenTheOriginCannotBeReached() {
