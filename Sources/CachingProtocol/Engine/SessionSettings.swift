@@ -61,8 +61,8 @@ struct SessionSettings: Sendable, Hashable {
     /// the user changed it, nor one stored for an app version after an update. The values stand
     /// for the loader's (the app's preferred languages, as `Accept-Language` lists them; the app's
     /// and the system's versions) and are never sent: the upstream session adds its own. Computed
-    /// once: iOS relaunches an app whose languages change. On Linux none: corelibs adds both too,
-    /// and the layer keeps matching as it did there (see `acceptLanguage(for:)`).
+    /// once: iOS relaunches an app whose languages change. On Linux none: corelibs adds both too
+    /// (L22), and the layer keeps matching there as it did.
     #if canImport(FoundationNetworking)
     static let fieldsAddedWhenSent: [String: String] = [:]
     #else
@@ -71,8 +71,8 @@ struct SessionSettings: Sendable, Hashable {
         "user-agent": loaderUserAgent(),
     ]
 
-    /// The `User-Agent` Apple's loader sends by default: the app's executable and version, then
-    /// CFNetwork's and Darwin's versions.
+    /// The `User-Agent` Apple's loader sends by default, as widely reported: the app's name and
+    /// version, then CFNetwork's and Darwin's versions.
     private static func loaderUserAgent() -> String {
         let info = Bundle.main.infoDictionary ?? [:]
         let name = (info["CFBundleName"] as? String) ?? ProcessInfo.processInfo.processName

@@ -154,7 +154,7 @@ final class CacheEngineTests: EngineTestCase {
         XCTAssertEqual(answered.withLock { $0 }, [.cancelAuthenticationChallenge], "the pending challenge is answered")
         upstream.fail(0, URLError(.cancelled))   // what the upstream session does with a cancelled challenge
 
-        upstream.waitForRequests(2)
+        guard upstream.waitForRequests(2) else { return XCTFail("the joined load did not start again: \(joined.summary)") }
         XCTAssertFalse(upstream.isCancelled(1))
         upstream.respond(1, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("fresh".utf8))
         wait(joined)
@@ -228,7 +228,7 @@ final class CacheEngineTests: EngineTestCase {
         XCTAssertEqual(load(language: "en-GB, en;q=0.9").summary, "200 hello", "the same language: a hit")
 
         let french = load(language: "fr-FR, fr;q=0.9")
-        upstream.waitForRequests(2)
+        guard upstream.waitForRequests(2) else { return XCTFail("another language was answered with \(french.summary)") }
         upstream.respond(1, status: 200, headers: ["Cache-Control": "max-age=600", "Vary": "Accept-Language", "Content-Language": "fr"],
                          body: Data("bonjour".utf8))
         wait(french)

@@ -85,16 +85,18 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
     var sent: [Sent] { state.withLock { $0.sent } }
     func isCancelled(_ number: Int) -> Bool { state.withLock { $0.cancelled.contains(number) } }
 
-    /// Waits until `count` requests were sent (they are sent from the engine's queue).
-    func waitForRequests(_ count: Int, timeout: TimeInterval = 10) {
+    /// Waits until `count` requests were sent (they are sent from the engine's queue); false when
+    /// they were not within `timeout` (a test then stops rather than index a request never sent).
+    @discardableResult
+    func waitForRequests(_ count: Int, timeout: TimeInterval = 10) -> Bool {
         let expectation = XCTestExpectation(description: "\(count) upstream requests")
         let already = state.withLock { state -> Bool in
             if state.sent.count >= count { return true }
             state.waitingFor = (count, expectation)
             return false
         }
-        if already { return }
-        _ = XCTWaiter().wait(for: [expectation], timeout: timeout)
+        if already { return true }
+        return XCTWaiter().wait(for: [expectation], timeout: timeout) == .completed
     }
 
     /// Answers request `number` with a response.

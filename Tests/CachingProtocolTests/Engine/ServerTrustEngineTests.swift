@@ -215,7 +215,7 @@ final class ServerTrustEngineTests: EngineTestCase {
         let shared = load(from: .standard)
         upstream.waitForRequests(1)
         let pinning = load(from: unnamed, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .cancelAuthenticationChallenge))
-        upstream.waitForRequests(2)
+        guard upstream.waitForRequests(2) else { return XCTFail("joined to the shared session's request") }
         settle()
         XCTAssertEqual(upstream.sent.count, 2, "not joined to the shared session's request")
         XCTAssertEqual(upstream.sent[0].settings, .standard)
@@ -233,7 +233,7 @@ final class ServerTrustEngineTests: EngineTestCase {
         // The shared session's stored answer is a hit for the shared session only.
         XCTAssertEqual(load(from: .standard).summary, "200 from a connection the system judged")
         let again = load(from: unnamed, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .useCredential))
-        upstream.waitForRequests(3)
+        guard upstream.waitForRequests(3) else { return XCTFail("served the shared session's answer: \(again.summary)") }
         XCTAssertEqual(upstream.challenge(2, method: serverTrustAuthenticationMethod), .useCredential)
         XCTAssertEqual(again.challenges, [serverTrustAuthenticationMethod], "judged by its delegate, which accepts it this time")
         upstream.respond(2, status: 200, headers: ["Cache-Control": "max-age=60, stale-while-revalidate=600", "ETag": "\"v1\""],
@@ -244,7 +244,7 @@ final class ServerTrustEngineTests: EngineTestCase {
         // Stale: the load waits for a revalidation its delegate judges; nothing runs unwaited for.
         clock.advance(by: 120)
         let stale = load(from: unnamed, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .useCredential))
-        upstream.waitForRequests(4)
+        guard upstream.waitForRequests(4) else { return XCTFail("no revalidation: \(stale.summary)") }
         XCTAssertEqual(stale.summary, "no answer", "not answered before its revalidation")
         XCTAssertEqual(upstream.sent[3].settings, unnamed)
         XCTAssertEqual(upstream.challenge(3, method: serverTrustAuthenticationMethod), .useCredential)
@@ -270,7 +270,7 @@ final class ServerTrustEngineTests: EngineTestCase {
             return XCTFail("a miss")
         }
         _ = engine.proceed(planned, client: prefetch)
-        upstream.waitForRequests(5)
+        guard upstream.waitForRequests(5) else { return XCTFail("nothing sent: \(prefetch.summary)") }
         XCTAssertEqual(upstream.challenge(4, method: serverTrustAuthenticationMethod), .cancelAuthenticationChallenge)
         upstream.fail(4, URLError(.cancelled))
         wait(prefetch)

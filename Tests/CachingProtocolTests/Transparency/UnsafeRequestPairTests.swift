@@ -25,6 +25,14 @@ final class UnsafeRequestPairTests: CachingTestCase {
         }
     }
 
+    /// A POST of `body` to /account, and the credential the app's delegate answers its challenge with.
+    private func postToAccount(_ body: Data) -> (URLRequest, URLCredential) {
+        var post = URLRequest(url: origin.url("/account"))
+        post.httpMethod = "POST"
+        post.httpBody = body
+        return (post, URLCredential(user: "alice", password: "secret", persistence: .forSession))
+    }
+
     func testAPostAnswered303IsFollowedWithAGetAsWithoutTheLayer() async throws {
         servePostAnswering("/orders") { _ in OriginResponse(status: 303, headers: [HTTPField("Location", "/orders/9")]) }
         origin.handle("/orders/9") { _ in .text("order 9") }
@@ -49,10 +57,7 @@ final class UnsafeRequestPairTests: CachingTestCase {
             }
             return OriginResponse(status: 200, body: request.body)
         }
-        var post = URLRequest(url: origin.url("/account"))
-        post.httpMethod = "POST"
-        post.httpBody = Data("name=alice".utf8)
-        let credential = URLCredential(user: "alice", password: "secret", persistence: .forSession)
+        let (post, credential) = postToAccount(Data("name=alice".utf8))
         let (without, with) = try await TransparencyPair(origin: origin, loggedHeaders: ["Authorization"]).observe(
             delegate: { AppDelegate(credential: credential) }, caching: makeConfiguration()) { session, delegate in
             await getThen(post, storing: "/account", session, delegate)
@@ -103,13 +108,12 @@ final class UnsafeRequestPairTests: CachingTestCase {
     func testAPostWithAStreamBodyChallengedAndSentAgainIsSentAsWithoutTheLayerAndDropsTheStoredGet() async throws {
         let bodies = Locked<[String]>([])
         serveAccountChallengingPosts(recordingBodiesIn: bodies)
-        var post = URLRequest(url: origin.url("/account"))
-        post.httpMethod = "POST"
         let payload = Data("name=alice&avatar=0123456789".utf8)
-        let credential = URLCredential(user: "alice", password: "secret", persistence: .forSession)
+        let (post, credential) = postToAccount(payload)
         let (without, with) = try await TransparencyPair(origin: origin, loggedHeaders: ["Authorization"]).observe(
             delegate: { AppDelegate(credential: credential) }, caching: makeConfiguration()) { session, delegate in
             var streamed = post
+            streamed.httpBody = nil
             streamed.httpBodyStream = InputStream(data: payload)
             return await postChallengedThenGet(streamed, session: session, delegate: delegate, bodies: bodies)
         }
@@ -126,10 +130,7 @@ final class UnsafeRequestPairTests: CachingTestCase {
     func testAPostWithADataBodyChallengedAndSentAgainDropsTheStoredGet() async throws {
         let bodies = Locked<[String]>([])
         serveAccountChallengingPosts(recordingBodiesIn: bodies)
-        var post = URLRequest(url: origin.url("/account"))
-        post.httpMethod = "POST"
-        post.httpBody = Data("name=alice".utf8)
-        let credential = URLCredential(user: "alice", password: "secret", persistence: .forSession)
+        let (post, credential) = postToAccount(Data("name=alice".utf8))
         let (without, with) = try await TransparencyPair(origin: origin, loggedHeaders: ["Authorization"]).observe(
             delegate: { AppDelegate(credential: credential) }, caching: makeConfiguration()) { session, delegate in
             await postChallengedThenGet(post, session: session, delegate: delegate, bodies: bodies)
