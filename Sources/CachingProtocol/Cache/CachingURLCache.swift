@@ -74,9 +74,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         observeMemoryWarnings(Self.observesMemoryWarnings)
     }
 
-    /// A cache in the directory `path` names: an absolute path as it is, a relative one under the
-    /// user's caches directory, nil ``defaultDirectory``. For callers of `URLCache`'s path-based
-    /// initialiser.
+    /// A cache in `path`: absolute as it is, relative under the user's caches directory, nil
+    /// ``defaultDirectory``. For callers of `URLCache`'s path-based initialiser.
     public override convenience init(memoryCapacity: Int, diskCapacity: Int, diskPath path: String?) {
         self.init(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: Self.directory(forDiskPath: path))
     }
@@ -100,9 +99,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         observeMemoryWarnings(Self.observesMemoryWarnings)
     }
 
-    /// A cache in the directory `path` names: an absolute path as it is, a relative one under the
-    /// app's caches directory (as Apple documents the initialiser for iOS), nil
-    /// ``defaultDirectory``. For callers of `URLCache`'s path-based initialiser.
+    /// A cache in `path`: absolute as it is, relative under the app's caches directory (as Apple
+    /// documents it for iOS), nil ``defaultDirectory``. For callers of `URLCache`'s initialiser.
     public override convenience init(memoryCapacity: Int, diskCapacity: Int, diskPath path: String?) {
         self.init(__memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directoryURL: Self.directory(forDiskPath: path))
     }
@@ -114,12 +112,10 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     }
     #endif
 
-    /// The directory `init(memoryCapacity:diskCapacity:diskPath:)` uses for `path`: an absolute
-    /// path (`~` expanded) as it is; a relative one under the user's caches directory — Apple's
-    /// documentation of that initialiser: "In iOS, path is the name of a subdirectory of the
-    /// application's default cache directory" — on every platform, so `diskPath: "http-cache"`
-    /// never lands in the working directory (`/` in an iOS app, where nothing can be written);
-    /// nil or empty: ``defaultDirectory``.
+    /// The directory of `init(memoryCapacity:diskCapacity:diskPath:)`: an absolute `path` (`~`
+    /// expanded) as it is; a relative one under the user's caches directory, on every platform, as
+    /// Apple documents it for iOS — never the working directory (`/` in an iOS app); nil or empty:
+    /// ``defaultDirectory``.
     static func directory(forDiskPath path: String?) -> URL? {
         guard let path, !path.isEmpty else { return nil }
         let expanded = NSString(string: path).expandingTildeInPath
@@ -159,15 +155,13 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         memoryWarningObserver.withLock { $0 = observer }
     }
 
-    /// What a memory warning does: the `CachedURLResponse`s kept for the `URLCache` API are let
-    /// go at once, and the move of memory to disk is queued (see ``flushMemoryToDisk()``).
+    /// A memory warning: the kept `CachedURLResponse`s go at once, the move to disk is queued.
     func didReceiveMemoryWarning() {
         releaseBuiltResponses()
         store.flushMemoryToDiskInBackground()
     }
 
-    /// Lets go of the `CachedURLResponse`s kept for the next lookups (up to
-    /// `builtResponsesCapacity`, each holding its body): they are built again when asked for.
+    /// Lets go of the `CachedURLResponse`s kept for the next lookups, each with its body.
     private func releaseBuiltResponses() {
         builtResponses.withLock { $0 = [:] }
     }
@@ -268,13 +262,12 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     // MARK: Memory pressure and maintenance
 
-    /// Moves the memory tier to disk and empties memory: every entry in memory that the disk
-    /// tier lacks is handed to it (entries already there are not written again), then memory is
-    /// cleared, and so are the `CachedURLResponse`s kept for the `URLCache` API. Entries kept in
-    /// memory only — responses with a `Set-Cookie`, and those stored with `.allowedInMemoryOnly`
-    /// — are dropped, never written to a file. This is what MKNetworkKit did on a memory warning;
-    /// UIKit's memory warning runs it automatically, off the main thread. Call it from any thread
-    /// but the main one: it can wait for disk writes.
+    /// Moves the memory tier to disk and empties memory (and the `CachedURLResponse`s kept for the
+    /// `URLCache` API): what the disk tier lacks is handed to it, except entries kept in memory
+    /// only — a `Set-Cookie` response, one stored `.allowedInMemoryOnly` — which are dropped,
+    /// never written to a file. What MKNetworkKit did on a memory warning; UIKit's memory warning
+    /// runs it, off the main thread. Call it from any thread but the main one: it can wait for
+    /// disk writes.
     public func flushMemoryToDisk() {
         releaseBuiltResponses()
         store.flushMemoryToDisk()
