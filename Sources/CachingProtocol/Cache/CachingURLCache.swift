@@ -77,6 +77,12 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         super.init(memoryCapacity: 0, diskCapacity: 0, diskPath: self.directory.path)
         observeMemoryWarnings(Self.observesMemoryWarnings)
     }
+
+    /// A cache in `path`: absolute as it is, relative under the user's caches directory, nil
+    /// ``defaultDirectory``. For callers of `URLCache`'s path-based initialiser.
+    public override convenience init(memoryCapacity: Int, diskCapacity: Int, diskPath path: String?) {
+        self.init(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: Self.directory(forDiskPath: path))
+    }
     #else
     // On Apple platforms `init(memoryCapacity:diskCapacity:directory:)` is a convenience
     // initialiser of `URLCache` (added by the Swift overlay) that calls the designated
@@ -97,11 +103,10 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         observeMemoryWarnings(Self.observesMemoryWarnings)
     }
 
-    /// A cache in the directory at `path` (nil: ``defaultDirectory``), for callers of
-    /// `URLCache`'s path-based initialiser.
+    /// A cache in `path`: absolute as it is, relative under the app's caches directory (as Apple
+    /// documents it for iOS), nil ``defaultDirectory``. For callers of `URLCache`'s initialiser.
     public override convenience init(memoryCapacity: Int, diskCapacity: Int, diskPath path: String?) {
-        self.init(__memoryCapacity: memoryCapacity, diskCapacity: diskCapacity,
-                  directoryURL: path.map { URL(fileURLWithPath: $0, isDirectory: true) })
+        self.init(__memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directoryURL: Self.directory(forDiskPath: path))
     }
 
     /// A cache with the capacities of ``standard`` (4 MB in memory, 100 MB on disk) in
@@ -110,6 +115,19 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         self.init(__memoryCapacity: 4 << 20, diskCapacity: 100 << 20, directoryURL: nil)
     }
     #endif
+
+    /// The directory of `init(memoryCapacity:diskCapacity:diskPath:)`: an absolute `path` (`~`
+    /// expanded) as it is; a relative one under the user's caches directory, on every platform, as
+    /// Apple documents it for iOS — never the working directory (`/` in an iOS app); nil or empty:
+    /// ``defaultDirectory``.
+    static func directory(forDiskPath path: String?) -> URL? {
+        guard let path, !path.isEmpty else { return nil }
+        let expanded = NSString(string: path).expandingTildeInPath
+        if expanded.hasPrefix("/") { return URL(fileURLWithPath: expanded, isDirectory: true) }
+        let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            ?? FileManager.default.temporaryDirectory
+        return caches.appendingPathComponent(expanded, isDirectory: true)
+    }
 
     deinit {
         if let observer = memoryWarningObserver.withLock({ $0 }) { NotificationCenter.default.removeObserver(observer) }
@@ -150,7 +168,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         let observer = NotificationCenter.default.addObserver(
             forName: Self.memoryWarningNotification, object: nil, queue: nil
         ) { [weak self] _ in
-            self?.store.flushMemoryToDiskInBackground()
+            self?.didReceiveMemoryWarning()
         }
         memoryWarningObserver.withLock { $0 = observer }
         #if os(macOS)
@@ -164,12 +182,26 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         #endif
     }
 
+    /// A memory warning: the kept `CachedURLResponse`s go at once, the move to disk is queued.
+    func didReceiveMemoryWarning() {
+        releaseBuiltResponses()
+        store.flushMemoryToDiskInBackground()
+    }
+
+    /// Lets go of the `CachedURLResponse`s kept for the next lookups, each with its body.
+    private func releaseBuiltResponses() {
+        builtResponses.withLock { $0 = [:] }
+    }
+
+    /// How many `CachedURLResponse`s are kept for the next lookups (for tests).
+    var keptResponseCount: Int { builtResponses.withLock { $0.count } }
+
     #if os(macOS)
-    /// What the memory-pressure source reported: memory moves to disk when it turned critical.
+    /// What the memory-pressure source reported: when it turned critical, what a memory warning does.
     /// Internal so tests on a Mac can report a level the system cannot be made to.
     func memoryPressureChanged(to event: DispatchSource.MemoryPressureEvent) {
         guard event.contains(.critical) else { return }
-        store.flushMemoryToDiskInBackground()
+        didReceiveMemoryWarning()
     }
     #endif
 
@@ -266,12 +298,14 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     // MARK: Memory pressure and maintenance
 
-    /// Moves the memory tier to disk and empties memory: every entry in memory is handed to the
-    /// disk tier (entries already there are not written again), then memory is cleared. This is
-    /// what MKNetworkKit did on a memory warning; UIKit's memory warning (and on macOS the system's
-    /// memory pressure turning critical) runs it automatically, off the main thread. Call it from
-    /// any thread but the main one: it can wait for disk writes.
+    /// Moves the memory tier to disk and empties memory (and the `CachedURLResponse`s kept for the
+    /// `URLCache` API): what the disk tier lacks is handed to it, except entries kept in memory
+    /// only — a `Set-Cookie` response, one stored `.allowedInMemoryOnly` — which are dropped,
+    /// never written to a file. What MKNetworkKit did on a memory warning; UIKit's memory warning
+    /// (and on macOS the system's memory pressure turning critical) runs it, off the main thread.
+    /// Call it from any thread but the main one: it can wait for disk writes.
     public func flushMemoryToDisk() {
+        releaseBuiltResponses()
         store.flushMemoryToDisk()
     }
 
@@ -414,7 +448,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         let userInfo = entry.userInfo.flatMap {
             try? PropertyListSerialization.propertyList(from: $0, options: [], format: nil) as? [AnyHashable: Any]
         }
-        return CachedURLResponse(response: response, data: entry.body, userInfo: userInfo, storagePolicy: .allowed)
+        return CachedURLResponse(response: response, data: entry.body, userInfo: userInfo,
+                                 storagePolicy: entry.isMemoryOnly ? .allowedInMemoryOnly : .allowed)
     }
 
     /// An entry for a response stored through the `URLCache` API. It is stored whatever its

@@ -32,21 +32,27 @@ extension DiskWorker {
         pinsSize = state.withLock { $0.disk.pins.source?.size ?? 0 }
     }
 
-    /// Pins `added` and unpins `removed` keys, in the pins file and in the shared state, holding
-    /// the directory's pins lock from reading the file to replacing it, so a process that pins
-    /// at the same moment is not lost. Throws `pinnedBeyondCapacity`, changing nothing, when the
-    /// pinned records (with the index files) would leave less than `room` bytes of the capacity
-    /// (capped at what one record may take here) for everything else; throws a write failure
-    /// when the file cannot be written.
+    /// Pins `added` and unpins `removed` keys, in the pins file and in the shared state, so that a
+    /// process that pins at the same moment is not lost: the new file is prepared (read, changed,
+    /// written to a temporary file) without a lock, then the directory's pins lock is taken
+    /// without waiting, only to check that the file is still the one read and to rename the new
+    /// one into place. A lock held while an iOS app is suspended gets it killed when the
+    /// directory is in an App Group container (0xdead10cc), and a lock some other process holds
+    /// must not stall the caller: so it is never waited for, and never held across file writes.
+    /// When the file changed meanwhile or the lock is busy, it starts again (at most
+    /// `pinAttempts` times, then throws `diskWriteFailed`). Throws `pinnedBeyondCapacity`,
+    /// changing nothing, when the pinned records (with the index files) would leave less than
+    /// `room` bytes of the capacity (capped at what one record may take here) for everything else;
+    /// throws a write failure when the file cannot be written.
     func changePins(adding added: [String], removing removed: [String], room: Int) throws {
         try prepareDirectory()
-        try FileIO.withExclusiveLock(paths.pinsLock, protection: protection) {
+        for attempt in 1...Self.pinAttempts {
             refreshPins()
             let metadata = snapshotSize + journalSize
-            let (keys, pinnedBytes, capacity, room) = state.withLock { state in
+            let (read, keys, pinnedBytes, capacity, room) = state.withLock { state in
                 let keys = state.disk.pins.keys(adding: added, removing: removed)
-                return (keys, state.disk.bytes(of: Set(keys.map(EntryDigest.init(key:)))), state.limits.capacity,
-                        min(max(0, room), state.limits.maximumEntryBytes))
+                return (state.disk.pins.source, keys, state.disk.bytes(of: Set(keys.map(EntryDigest.init(key:)))),
+                        state.limits.capacity, min(max(0, room), state.limits.maximumEntryBytes))
             }
             guard keys != state.withLock({ $0.disk.pins.keys }) else { return }
             let data = Pins.encode(keys)
@@ -56,18 +62,36 @@ extension DiskWorker {
                                    + "that is more than diskCapacity (\(capacity) bytes). Nothing was pinned")
             }
             let temporary = paths.temporaryFile(in: paths.root)
+            let replaced: Bool
             do {
                 try FileIO.createFile(temporary, contents: data, mode: 0o600, protection: protection, durability: indexDurability)
-                try FileIO.replaceItem(at: paths.pins, with: temporary)
-                try? FileIO.synchronizeDirectory(paths.root, indexDurability)
+                replaced = try FileIO.withExclusiveLockIfFree(paths.pinsLock, protection: protection) { () throws -> Bool in
+                    guard (try? FileIO.status(paths.pins)).map(FileStamp.init) == read else { return false }
+                    try FileIO.replaceItem(at: paths.pins, with: temporary)
+                    return true
+                } ?? false
             } catch {
                 FileIO.removeQuietly(temporary)
                 reportWriteFailure(error)
                 throw CachingError(.diskWriteFailed, "pins: \(error)")
             }
+            guard replaced else {
+                FileIO.removeQuietly(temporary)
+                // Another process is changing the file: it holds the lock for a rename.
+                if attempt < Self.pinAttempts { usleep(useconds_t(attempt * 1_000)) }
+                continue
+            }
+            try? FileIO.synchronizeDirectory(paths.root, indexDurability)
             let stamp = (try? FileIO.status(paths.pins)).map(FileStamp.init)
             state.withLock { $0.disk.pins.install(keys, from: stamp) }
             pinsSize = data.count
+            return
         }
+        throw CachingError(.diskWriteFailed, "pins: another process kept changing the pins file (\(Self.pinAttempts) attempts); "
+                           + "nothing was changed, try again")
     }
+
+    /// How many times `changePins` prepares the file before it gives up: about 45 ms of pauses
+    /// in all, much longer than another process holds the lock (a stat and a rename).
+    static let pinAttempts = 10
 }
