@@ -123,9 +123,65 @@ public final class NginxServer: Sendable {
     /// Whether an nginx executable can be found (see ``executableURL``).
     public static var isInstalled: Bool { executableURL != nil }
 
+    /// A certificate and its private key, PEM files, for nginx to serve HTTPS with.
+    public struct TLSFiles: Sendable, Equatable {
+        /// The server's certificate (a self-signed one does for tests whose delegate pins it).
+        public var certificate: URL
+        /// The certificate's private key, unencrypted.
+        public var privateKey: URL
+
+        public init(certificate: URL, privateKey: URL) {
+            self.certificate = certificate
+            self.privateKey = privateKey
+        }
+
+        /// A new self-signed certificate for `127.0.0.1` (RSA 2048, SHA-256, valid for two days)
+        /// and its key, written to `directory` as `certificate.pem` and `key.pem` by the
+        /// `openssl` command-line tool (`/usr/bin/openssl` on macOS and Linux, else the first on
+        /// `PATH`). Made at run time, so no key is kept in the repository and none expires there.
+        /// - Throws: ``LoopbackServerError`` when `openssl` is missing or fails.
+        public static func selfSigned(in directory: URL) throws -> TLSFiles {
+            let files = TLSFiles(certificate: directory.appendingPathComponent("certificate.pem"),
+                                 privateKey: directory.appendingPathComponent("key.pem"))
+            let candidates = ["/usr/bin/openssl"]
+                + (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { "\($0)/openssl" }
+            guard let openssl = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+                throw LoopbackServerError("make a test certificate", detail: "no openssl executable (/usr/bin, PATH)")
+            }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: openssl)
+            process.arguments = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "2",
+                                 "-subj", "/CN=127.0.0.1", "-keyout", files.privateKey.path, "-out", files.certificate.path]
+            process.standardInput = FileHandle.nullDevice
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                try process.run()
+            } catch {
+                throw LoopbackServerError("run \(openssl) req -x509", detail: "\(error)")
+            }
+            process.waitUntilExit()
+            guard process.terminationStatus == 0, (try? files.certificateDER()) != nil else {
+                throw LoopbackServerError("run \(openssl) req -x509", detail: "exit status \(process.terminationStatus)")
+            }
+            return files
+        }
+
+        /// The certificate's DER bytes (what a delegate that pins it compares with the server's).
+        public func certificateDER() throws -> Data {
+            let pem = try String(contentsOf: certificate, encoding: .utf8)
+            let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+            guard pem.contains("-----BEGIN CERTIFICATE-----"), let der = Data(base64Encoded: body) else {
+                throw LoopbackServerError("read \(certificate.path)", detail: "not a PEM certificate")
+            }
+            return der
+        }
+    }
+
     /// The TCP port nginx listens on (127.0.0.1 only).
     public let port: Int
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>`, or `https://127.0.0.1:<port>` when nginx serves TLS.
     public let baseURL: URL
     /// The directory served at `/`; put files there with ``write(_:to:modified:)``.
     public let documentRoot: URL
@@ -137,9 +193,11 @@ public final class NginxServer: Sendable {
     private static let directoryPrefix = "loopback-nginx-"
 
     /// Starts nginx on a free port and waits (at most 5 seconds) until it accepts connections.
+    /// - Parameter tls: when given, nginx serves HTTPS with this certificate and key instead of
+    ///   plain HTTP (default nil).
     /// - Throws: ``LoopbackServerError`` if nginx is not installed, exits during start-up (the
     ///   error includes its error log), or does not answer in time.
-    public init() throws {
+    public init(tls: TLSFiles? = nil) throws {
         guard let executable = Self.executableURL else {
             throw LoopbackServerError(
                 "start nginx", detail: "no nginx executable ($LOOPBACK_NGINX, PATH, /usr/sbin); install nginx-light")
@@ -170,9 +228,10 @@ public final class NginxServer: Sendable {
                 continue
             }
             do {
-                let process = try Self.launch(executable: executable, directory: directory, documentRoot: documentRoot, port: port)
+                let process = try Self.launch(executable: executable, directory: directory, documentRoot: documentRoot,
+                                              port: port, tls: tls)
                 self.port = port
-                baseURL = URL(string: "http://127.0.0.1:\(port)")!
+                baseURL = URL(string: "\(tls == nil ? "http" : "https")://127.0.0.1:\(port)")!
                 state = LockedBox(State(process: process))
                 return
             } catch let error as LoopbackServerError {
@@ -274,7 +333,7 @@ public final class NginxServer: Sendable {
         return port
     }
 
-    private static func configuration(directory: URL, documentRoot: URL, port: Int) -> String {
+    private static func configuration(directory: URL, documentRoot: URL, port: Int, tls: TLSFiles?) -> String {
         let path = directory.path
         var userLine = ""
         if geteuid() == 0, let user = getpwuid(geteuid()), let group = getgrgid(getegid()) {
@@ -282,6 +341,7 @@ public final class NginxServer: Sendable {
             // back to "nobody", who could not read this private directory.
             userLine = "user \(String(cString: user.pointee.pw_name)) \(String(cString: group.pointee.gr_name));\n"
         }
+        let tlsLines = tls.map { "\n        ssl_certificate \($0.certificate.path);\n        ssl_certificate_key \($0.privateKey.path);" } ?? ""
         return """
             # Written by LoopbackOrigin.NginxServer for one test run.
             \(userLine)daemon off;
@@ -326,8 +386,8 @@ public final class NginxServer: Sendable {
                 server_tokens off;
 
                 server {
-                    listen 127.0.0.1:\(port);
-                    server_name localhost;
+                    listen 127.0.0.1:\(port)\(tls == nil ? "" : " ssl");
+                    server_name localhost;\(tlsLines)
                     root \(documentRoot.path);
                     location / {
                     }
@@ -337,12 +397,13 @@ public final class NginxServer: Sendable {
             """
     }
 
-    private static func launch(executable: URL, directory: URL, documentRoot: URL, port: Int) throws -> Process {
+    private static func launch(executable: URL, directory: URL, documentRoot: URL, port: Int, tls: TLSFiles?) throws -> Process {
         let path = directory.path
         let configFile = directory.appendingPathComponent("nginx.conf")
         let outputFile = directory.appendingPathComponent("logs/nginx.out")
         do {
-            try Data(configuration(directory: directory, documentRoot: documentRoot, port: port).utf8).write(to: configFile)
+            try Data(configuration(directory: directory, documentRoot: documentRoot, port: port, tls: tls).utf8)
+                .write(to: configFile)
             try Data().write(to: outputFile)
             // A failed earlier attempt's logs would confuse the error message.
             try? Data().write(to: directory.appendingPathComponent("logs/error.log"))

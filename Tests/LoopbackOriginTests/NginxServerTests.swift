@@ -11,9 +11,9 @@ import XCTest
 /// `CACHINGPROTOCOL_REQUIRE_NGINX=1` (set by `.ci/run`, which installs nginx-light), where they
 /// fail. Not `CI`, which hosted runners set without installing nginx. macOS and Linux only.
 final class NginxServerTests: XCTestCase {
-    private func startNginx() throws -> NginxServer {
+    private func startNginx(tls: NginxServer.TLSFiles? = nil) throws -> NginxServer {
         do {
-            return try NginxServer()
+            return try NginxServer(tls: tls)
         } catch {
             if ProcessInfo.processInfo.environment["CACHINGPROTOCOL_REQUIRE_NGINX"] == "1" {
                 XCTFail("nginx is required here (CACHINGPROTOCOL_REQUIRE_NGINX=1; .ci/run installs nginx-light): \(error)")
@@ -117,6 +117,39 @@ final class NginxServerTests: XCTestCase {
         nginx = nil
         XCTAssertTrue(connectionIsRefused(port: port))
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path))
+    }
+
+    /// With TLS files, nginx serves HTTPS with that certificate: `openssl s_client` (a client
+    /// that checks nothing) gets the certificate made for the test and the file over TLS. The
+    /// Apple claim tests pin this certificate (AppleClaims/ServerTrustClaimTests).
+    func testServesHTTPSWithTheGivenCertificate() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-tls-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let tls = try NginxServer.TLSFiles.selfSigned(in: directory)
+        let nginx = try startNginx(tls: tls)
+        XCTAssertEqual(nginx.baseURL.scheme, "https")
+        try nginx.write(Data("hello over TLS".utf8), to: "hello.txt")
+
+        let client = Process()
+        client.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        client.arguments = ["s_client", "-connect", "127.0.0.1:\(nginx.port)", "-showcerts", "-ign_eof"]
+        let input = Pipe()
+        let output = Pipe()
+        client.standardInput = input
+        client.standardOutput = output
+        client.standardError = FileHandle.nullDevice
+        try client.run()
+        input.fileHandleForWriting.write(Data("GET /hello.txt HTTP/1.0\r\nHost: localhost\r\n\r\n".utf8))
+        try input.fileHandleForWriting.close()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        client.waitUntilExit()
+
+        let certificate = try String(contentsOf: tls.certificate, encoding: .utf8)
+        let firstLine = try XCTUnwrap(certificate.split(separator: "\n").first { !$0.hasPrefix("-----") })
+        XCTAssertTrue(printed.contains(firstLine), "the server's certificate is the one made for the test: \(printed.suffix(2_000))")
+        XCTAssertTrue(printed.contains("HTTP/1.1 200 OK"), String(printed.suffix(2_000)))
+        XCTAssertTrue(printed.contains("\r\n\r\nhello over TLS"), "the file, over TLS: \(printed.suffix(300))")
+        XCTAssertEqual(try tls.certificateDER().prefix(1), Data([0x30]), "DER: a SEQUENCE")
     }
 
     func testRejectsPathsOutsideTheDocumentRoot() throws {

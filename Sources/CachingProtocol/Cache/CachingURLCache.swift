@@ -52,6 +52,10 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     private let apiStorage = Locked(APIStorage())
     /// The memory-warning observation, removed when the cache goes.
     private let memoryWarningObserver = Locked<NSObjectProtocol?>(nil)
+    #if os(macOS)
+    /// The system's memory-pressure source, macOS's memory warning; cancelled when the cache goes.
+    let memoryPressureSource = Locked<(any DispatchSourceMemoryPressure)?>(nil)
+    #endif
     /// The `CachedURLResponse` the `URLCache` API handed out for each entry revision, reused for
     /// the next lookup of the same entry (it does not change). Bounded by `builtResponsesCapacity`.
     private let builtResponses = Locked<[EntryRevision: CachedURLResponse?]>([:])
@@ -73,6 +77,12 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         super.init(memoryCapacity: 0, diskCapacity: 0, diskPath: self.directory.path)
         observeMemoryWarnings(Self.observesMemoryWarnings)
     }
+
+    /// A cache in `path`: absolute as it is, relative under the user's caches directory, nil
+    /// ``defaultDirectory``. For callers of `URLCache`'s path-based initialiser.
+    public override convenience init(memoryCapacity: Int, diskCapacity: Int, diskPath path: String?) {
+        self.init(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: Self.directory(forDiskPath: path))
+    }
     #else
     // On Apple platforms `init(memoryCapacity:diskCapacity:directory:)` is a convenience
     // initialiser of `URLCache` (added by the Swift overlay) that calls the designated
@@ -93,11 +103,10 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         observeMemoryWarnings(Self.observesMemoryWarnings)
     }
 
-    /// A cache in the directory at `path` (nil: ``defaultDirectory``), for callers of
-    /// `URLCache`'s path-based initialiser.
+    /// A cache in `path`: absolute as it is, relative under the app's caches directory (as Apple
+    /// documents it for iOS), nil ``defaultDirectory``. For callers of `URLCache`'s initialiser.
     public override convenience init(memoryCapacity: Int, diskCapacity: Int, diskPath path: String?) {
-        self.init(__memoryCapacity: memoryCapacity, diskCapacity: diskCapacity,
-                  directoryURL: path.map { URL(fileURLWithPath: $0, isDirectory: true) })
+        self.init(__memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directoryURL: Self.directory(forDiskPath: path))
     }
 
     /// A cache with the capacities of ``standard`` (4 MB in memory, 100 MB on disk) in
@@ -107,8 +116,24 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     }
     #endif
 
+    /// The directory of `init(memoryCapacity:diskCapacity:diskPath:)`: an absolute `path` (`~`
+    /// expanded) as it is; a relative one under the user's caches directory, on every platform, as
+    /// Apple documents it for iOS — never the working directory (`/` in an iOS app); nil or empty:
+    /// ``defaultDirectory``.
+    static func directory(forDiskPath path: String?) -> URL? {
+        guard let path, !path.isEmpty else { return nil }
+        let expanded = NSString(string: path).expandingTildeInPath
+        if expanded.hasPrefix("/") { return URL(fileURLWithPath: expanded, isDirectory: true) }
+        let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            ?? FileManager.default.temporaryDirectory
+        return caches.appendingPathComponent(expanded, isDirectory: true)
+    }
+
     deinit {
         if let observer = memoryWarningObserver.withLock({ $0 }) { NotificationCenter.default.removeObserver(observer) }
+        #if os(macOS)
+        memoryPressureSource.withLock { $0 }?.cancel()
+        #endif
     }
 
     // MARK: Memory warnings
@@ -117,25 +142,68 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// the name is a plain string, so observing it needs neither UIKit's main actor nor UIKit.
     static let memoryWarningNotification = Notification.Name("UIApplicationDidReceiveMemoryWarningNotification")
 
-    /// Whether caches flush memory to disk on a memory warning: where UIKit posts one.
-    #if canImport(UIKit) && !os(watchOS)
+    /// Whether caches move memory to disk on the platform's memory warning: UIKit's where UIKit
+    /// posts one (iOS, tvOS, Mac Catalyst), the system's memory pressure turning critical on
+    /// macOS; none on Linux.
+    #if (canImport(UIKit) && !os(watchOS)) || os(macOS)
     static let observesMemoryWarnings = true
     #else
     static let observesMemoryWarnings = false
     #endif
 
     /// Starts (when `observing`) moving memory to disk on every memory warning, as
-    /// ``flushMemoryToDisk()`` does but off the posting thread (UIKit's main thread): the move
-    /// can wait for disk writes. Internal so tests on any platform can post the notification.
+    /// ``flushMemoryToDisk()`` does but off the thread that reports it (UIKit's main thread): the
+    /// move can wait for disk writes. UIKit's notification is observed on every platform, so tests
+    /// anywhere can post it (on macOS nothing else does).
+    ///
+    /// macOS has no memory warning. Its counterpart is the system's memory pressure, reported by a
+    /// dispatch source at three levels: normal, warning ("consider relaxing caching policy") and
+    /// critical ("consider dropping all caches"), as XNU's `doc/vm/memorystatus_notify.md`
+    /// describes them; `dispatch_source_create(3)` asks apps not to walk and discard their caches
+    /// when the pressure is merely elevated, since that aggravates it. So the cache answers the
+    /// critical level only.
     func observeMemoryWarnings(_ observing: Bool) {
-        guard observing else { return }
+        // Once: the initialiser starts it, and a test may ask again.
+        guard observing, memoryWarningObserver.withLock({ $0 == nil }) else { return }
         let observer = NotificationCenter.default.addObserver(
             forName: Self.memoryWarningNotification, object: nil, queue: nil
         ) { [weak self] _ in
-            self?.store.flushMemoryToDiskInBackground()
+            self?.didReceiveMemoryWarning()
         }
         memoryWarningObserver.withLock { $0 = observer }
+        #if os(macOS)
+        let source = DispatchSource.makeMemoryPressureSource(eventMask: .critical)
+        source.setEventHandler { [weak self, weak source] in
+            guard let event = source?.data else { return }
+            self?.memoryPressureChanged(to: event)
+        }
+        source.resume()
+        memoryPressureSource.withLock { $0 = source }
+        #endif
     }
+
+    /// A memory warning: the kept `CachedURLResponse`s go at once, the move to disk is queued.
+    func didReceiveMemoryWarning() {
+        releaseBuiltResponses()
+        store.flushMemoryToDiskInBackground()
+    }
+
+    /// Lets go of the `CachedURLResponse`s kept for the next lookups, each with its body.
+    private func releaseBuiltResponses() {
+        builtResponses.withLock { $0 = [:] }
+    }
+
+    /// How many `CachedURLResponse`s are kept for the next lookups (for tests).
+    var keptResponseCount: Int { builtResponses.withLock { $0.count } }
+
+    #if os(macOS)
+    /// What the memory-pressure source reported: when it turned critical, what a memory warning does.
+    /// Internal so tests on a Mac can report a level the system cannot be made to.
+    func memoryPressureChanged(to event: DispatchSource.MemoryPressureEvent) {
+        guard event.contains(.critical) else { return }
+        didReceiveMemoryWarning()
+    }
+    #endif
 
     // MARK: Capacities and usage
 
@@ -230,11 +298,14 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     // MARK: Memory pressure and maintenance
 
-    /// Moves the memory tier to disk and empties memory: every entry in memory is handed to the
-    /// disk tier (entries already there are not written again), then memory is cleared. This is
-    /// what MKNetworkKit did on a memory warning; UIKit's memory warning runs it automatically,
-    /// off the main thread. Call it from any thread but the main one: it can wait for disk writes.
+    /// Moves the memory tier to disk and empties memory (and the `CachedURLResponse`s kept for the
+    /// `URLCache` API): what the disk tier lacks is handed to it, except entries kept in memory
+    /// only — a `Set-Cookie` response, one stored `.allowedInMemoryOnly` — which are dropped,
+    /// never written to a file. What MKNetworkKit did on a memory warning; UIKit's memory warning
+    /// (and on macOS the system's memory pressure turning critical) runs it, off the main thread.
+    /// Call it from any thread but the main one: it can wait for disk writes.
     public func flushMemoryToDisk() {
+        releaseBuiltResponses()
         store.flushMemoryToDisk()
     }
 
@@ -377,7 +448,8 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         let userInfo = entry.userInfo.flatMap {
             try? PropertyListSerialization.propertyList(from: $0, options: [], format: nil) as? [AnyHashable: Any]
         }
-        return CachedURLResponse(response: response, data: entry.body, userInfo: userInfo, storagePolicy: .allowed)
+        return CachedURLResponse(response: response, data: entry.body, userInfo: userInfo,
+                                 storagePolicy: entry.isMemoryOnly ? .allowedInMemoryOnly : .allowed)
     }
 
     /// An entry for a response stored through the `URLCache` API. It is stored whatever its

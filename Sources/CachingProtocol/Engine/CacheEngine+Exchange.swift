@@ -98,8 +98,18 @@ extension CacheEngine {
                 answer = .failure(error)
             }
             finish(exchange, with: Resolution(answer: answer, outcome: eventOutcome(outcome.verdict, of: exchange.plan), trip: trip,
-                                              isPrivateToStarter: outcome.isPrivateToStarter, notStored: outcome.notStoredReason))
+                                              isPrivateToStarter: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener),
+                                              notStored: outcome.notStoredReason))
         }
+    }
+
+    /// Whether `result` is the upstream request cancelled after the load that started the
+    /// exchange left: a challenge forwarded to that load's app, cancelled when the load stopped
+    /// (`ClientDelivery.stop`), or cancelled by that app. The loads that joined then start again
+    /// on their own, each with its own challenge, as without the layer, instead of failing.
+    private static func isStartersCancellation(_ result: Result<ReceivedResponse, Error>, _ listener: ExchangeListener) -> Bool {
+        guard case .failure(let error) = result, (error as? URLError)?.code == .cancelled else { return false }
+        return listener.starterLeft
     }
 
     /// Feeds the bandwidth estimate: an exponentially weighted average of transfers of 16 KB or
@@ -232,6 +242,9 @@ final class ExchangeListener: UpstreamListener {
         self.exchange = exchange
         self.starter = starter
     }
+
+    /// Whether the load that started the exchange left (it was cancelled) before the answer.
+    var starterLeft: Bool { starter?.handle.isFinished ?? false }
 
     /// Says which request of the exchange is sent next, with `method`.
     func expect(_ sent: SentRequest, method: String) {

@@ -14,6 +14,10 @@ import FoundationNetworking
 ///   request the delegate gives back is loaded as given, and a refusal makes the 3xx the answer;
 /// - every other load follows, with the session's cookies for the new URL.
 ///
+/// The next request is the one the platform's loader would make (`SessionSettings.redirected`):
+/// corelibs copies every header field of the request before; Apple's loader makes each hop's
+/// request anew, with the jar's cookies for its own URL and no `Authorization` for another origin.
+///
 /// Following means looking the target up like any request: a stored redirect to a stored
 /// target answers without the origin, also when it cannot be reached.
 extension CacheEngine {
@@ -40,7 +44,8 @@ extension CacheEngine {
         case .report:
             preconditionFailure("a redirect reported to the app is delivered, not followed")
         case .follow:
-            follow(redirect, with: load.settings.followingRedirect(redirect.target), from: load.settings, for: load,
+            let next = load.settings.redirected(redirect.target, from: load.request.urlRequest)
+            follow(redirect, with: load.settings.followingRedirect(next), from: load.settings, for: load,
                    outcome: outcome, trip: trip, collapsed: collapsed, notStored: notStored)
         case .ask(let ask):
             ask(redirect.response, redirect.target) { [self] given in
@@ -91,7 +96,9 @@ extension CacheEngine {
     /// another scheme, the app's own validators, a bypass rule — is sent as it is and never stored.
     private func start(_ request: URLRequest, from settings: SessionSettings, after load: Load, viaStoredRedirect: Bool) {
         func next(_ request: CacheRequest) -> Load {
-            load.following(settings.partitioned(request), from: settings, viaStoredRedirect: viaStoredRedirect)
+            // Sent by the same loader: with the fields it adds (`CacheRequest.fieldsAddedWhenSent`).
+            load.following(settings.partitioned(request.sent(with: load.request.fieldsAddedWhenSent)), from: settings,
+                           viaStoredRedirect: viaStoredRedirect)
         }
         let lookedUp: CacheRequest?
         var unsafe = false

@@ -339,12 +339,17 @@ final class CacheEngine: Sendable {
     /// load goes on to the target (`followRedirect`).
     func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false,
                  notStored: NotStoredReason? = nil) {
-        if case .redirect(let response, let body, let target) = answer, !load.redirects.isReport {
-            return followRedirect(Redirect(response: response, body: body, target: target), for: load, outcome: outcome,
-                                  trip: trip, collapsed: collapsed, notStored: notStored)
+        var answer = answer
+        if case .redirect(let response, let body, let target) = answer {
+            guard load.redirects.isReport else {
+                return followRedirect(Redirect(response: response, body: body, target: target), for: load, outcome: outcome,
+                                      trip: trip, collapsed: collapsed, notStored: notStored)
+            }
+            // Reported to Apple's loader, which makes each hop's request anew: the app's delegate
+            // sees, and the next load starts from, the request that loader would make.
+            answer = .redirect(response, body, to: load.settings.redirected(target, from: load.request.urlRequest, perHop: true))
         }
         guard load.handle.finish() else { return }
-        var answer = answer
         if load.followedStoredRedirect, case .response(let response, let body) = answer {
             answer = .response(markedAsReachedThroughStoredRedirect(response), body)
         }

@@ -9,11 +9,15 @@ import FoundationNetworking
 /// sessions whose delegates differ here never share a protocol class, an upstream session, an
 /// exchange or (for trust) a stored answer.
 struct DelegateTraits: Hashable, Sendable {
-    /// Set when the delegate judges server trust — it implements the session-level or the
-    /// task-level challenge method, which Apple's loader calls for server-trust challenges —
-    /// to the name of its type (stable across launches, so answers stored on disk stay its own).
-    /// Its sessions' answers come only from connections whose challenges reached it, and are
-    /// served only to sessions judged by the same type (Docs/foundation-facts.md, A14).
+    /// Who may judge server trust for the session's connections, as the name its stored answers
+    /// are kept apart under (stable across launches, so answers stored on disk stay its own); nil
+    /// when the system's evaluation does (no delegate, or one without a challenge method). Set
+    /// to the type's name of a named delegate that implements the session-level or the
+    /// task-level challenge method, which Apple's loader calls for server-trust challenges; and
+    /// to `unnamed(in:)`'s name when the app did not name the delegate, which may judge (what
+    /// cannot be shown safe is treated as if it did). Its sessions' answers come only from
+    /// connections whose challenges reached one of their loads, and are served only to sessions
+    /// with the same judge (Docs/foundation-facts.md, A14).
     var trustJudge: String?
     /// Whether the delegate may refuse a redirect (it implements
     /// `urlSession(_:task:willPerformHTTPRedirection:newRequest:completionHandler:)`): a redirect
@@ -22,9 +26,55 @@ struct DelegateTraits: Hashable, Sendable {
     /// Docs/foundation-facts.md, A15).
     var decidesRedirects = false
 
-    /// A session without a delegate, or one the app did not name: the system judges trust and
-    /// nobody refuses a redirect.
+    /// A session without a delegate (or one the app named and that decides neither), and every
+    /// session on Linux: the system judges trust and nobody refuses a redirect.
     static let none = DelegateTraits()
+
+    /// Whether the platform's loader raises server-trust challenges to delegates: Apple's does
+    /// (Docs/foundation-facts.md, A14); swift-corelibs-foundation never does (L20).
+    #if canImport(FoundationNetworking)
+    static let platformRaisesServerTrust = false
+    #else
+    static let platformRaisesServerTrust = true
+    #endif
+
+    /// The traits of a session made from `configuration` whose delegate the cache cannot see: one
+    /// injected without naming it (`CachingURLProtocol.inject(into:using:)`), or an
+    /// `NSURLConnection`'s. Where the loader raises server-trust challenges (`raisesServerTrust`,
+    /// Apple), that delegate may pin certificates, and nothing at load time says whether it does
+    /// (`URLSessionTask` has no public `session`; a protocol sees its task, whose own `delegate`
+    /// is looked at in `canInit(with task:)`, but not its session's): the session is treated as
+    /// judged by it, under a name standing for the unnamed delegate and the configuration's
+    /// settings — so it shares no connection, exchange or stored answer with `URLSession.shared`,
+    /// a named delegate's sessions or sessions of other settings, gets no stale-while-revalidate
+    /// answer before its revalidation, and a server-trust challenge none of its loads can take
+    /// is cancelled. Where the loader raises none (Linux), `none`: nobody of the app's judges.
+    static func unnamed(in configuration: URLSessionConfiguration,
+                        raisesServerTrust: Bool = platformRaisesServerTrust) -> DelegateTraits {
+        guard raisesServerTrust else { return .none }
+        return DelegateTraits(trustJudge: "(an unnamed delegate) \(StableHash.hex(StableHash.hash(settingsDescription(configuration))))")
+    }
+
+    /// The settings of `configuration` that tell sessions apart, as text that is the same in
+    /// every launch: what stored answers of an unnamed delegate's sessions are kept under. The
+    /// cookie and credential storages count as the shared ones, none, or another.
+    private static func settingsDescription(_ configuration: URLSessionConfiguration) -> String {
+        func storage(_ object: AnyObject?, shared: AnyObject) -> String {
+            guard let object else { return "none" }
+            return object === shared ? "shared" : "own"
+        }
+        let headers = (configuration.httpAdditionalHeaders ?? [:])
+            .map { "\(String(describing: $0.key).lowercased())=\(String(describing: $0.value))" }.sorted()
+        let proxies = (configuration.connectionProxyDictionary ?? [:]).map { "\($0.key)=\($0.value)" }.sorted()
+        return (headers + proxies + [
+            "\(configuration.timeoutIntervalForRequest)", "\(configuration.timeoutIntervalForResource)",
+            "\(configuration.requestCachePolicy.rawValue)", "\(configuration.httpCookieAcceptPolicy.rawValue)",
+            "\(configuration.httpShouldSetCookies)", "\(configuration.allowsCellularAccess)",
+            "\(configuration.networkServiceType.rawValue)", "\(configuration.httpMaximumConnectionsPerHost)",
+            storage(configuration.httpCookieStorage, shared: HTTPCookieStorage.shared),
+            storage(configuration.urlCredentialStorage, shared: URLCredentialStorage.shared),
+        ]).joined(separator: "\n")
+    }
 
     /// The traits of `delegate`. On Linux always `none`: swift-corelibs-foundation raises no
     /// server-trust challenge to a delegate (libcurl checks certificates against the system's CA

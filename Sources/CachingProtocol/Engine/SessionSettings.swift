@@ -41,11 +41,56 @@ struct SessionSettings: Sendable, Hashable {
     /// no answer shared or stored for sessions judged otherwise; `CacheEngine`).
     var judgesServerTrust: Bool { fingerprint.delegate.trustJudge != nil }
 
-    /// `request` as the store must see it for this session: a session whose delegate judges
-    /// trust finds only answers fetched for sessions with the same judge (`CacheRequest.judged(by:)`).
+    /// `request` as the store must see it for this session: as it will be sent (with the fields
+    /// the platform's loader adds, `fieldsAddedWhenSent`, unless it carries some already), and
+    /// for a session whose delegate judges trust, finding only answers fetched for sessions with
+    /// the same judge (`CacheRequest.judged(by:)`).
     func partitioned(_ request: CacheRequest) -> CacheRequest {
+        var request = request
+        if !Self.fieldsAddedWhenSent.isEmpty, request.fieldsAddedWhenSent.isEmpty {
+            request = request.sent(with: Self.fieldsAddedWhenSent)
+        }
         guard let judge = fingerprint.delegate.trustJudge else { return request }
         return request.judged(by: judge)
+    }
+
+    /// The header fields the platform's loader adds to a request after a protocol saw it, unless
+    /// the request has them, by lowercased name: what `Vary` must see (`CacheRequest.header`).
+    /// Apple's loader adds `User-Agent` and `Accept-Language` when it sends a request
+    /// (Docs/foundation-facts.md, A20): so a variant stored for one language is not served after
+    /// the user changed it, nor one stored for an app version after an update. The values stand
+    /// for the loader's (the app's preferred languages, as `Accept-Language` lists them; the app's
+    /// and the system's versions) and are never sent: the upstream session adds its own. Computed
+    /// once: iOS relaunches an app whose languages change. On Linux none: corelibs adds both too
+    /// (L22), and the layer keeps matching there as it did.
+    #if canImport(FoundationNetworking)
+    static let fieldsAddedWhenSent: [String: String] = [:]
+    #else
+    static let fieldsAddedWhenSent: [String: String] = [
+        "accept-language": acceptLanguage(for: Locale.preferredLanguages),
+        "user-agent": loaderUserAgent(),
+    ]
+
+    /// The `User-Agent` Apple's loader sends by default, as widely reported: the app's name and
+    /// version, then CFNetwork's and Darwin's versions.
+    private static func loaderUserAgent() -> String {
+        let info = Bundle.main.infoDictionary ?? [:]
+        let name = (info["CFBundleName"] as? String) ?? ProcessInfo.processInfo.processName
+        let version = (info["CFBundleVersion"] as? String) ?? "-"
+        let network = (Bundle(identifier: "com.apple.CFNetwork")?.infoDictionary?["CFBundleVersion"] as? String) ?? "-"
+        var system = utsname()
+        uname(&system)
+        let release = withUnsafeBytes(of: &system.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return "\(name)/\(version) CFNetwork/\(network) Darwin/\(release)"
+    }
+    #endif
+
+    /// An `Accept-Language` value for `languages`, most preferred first, as loaders send it: the
+    /// first six, weighted 1, 0.9, 0.8…
+    static func acceptLanguage(for languages: [String]) -> String {
+        languages.prefix(6).enumerated().map { index, language in
+            index == 0 ? language : "\(language);q=\(String(format: "%.1f", 1.0 - Double(index) / 10))"
+        }.joined(separator: ", ")
     }
 
     /// The settings of `URLSessionConfiguration.default`: those of `URLSession.shared`, and of
@@ -111,9 +156,35 @@ struct SessionSettings: Sendable, Hashable {
     /// `request`, the target of a redirect followed for a load nobody in the app is asked about,
     /// as Foundation sends it: with the jar's cookies for its URL (corelibs'
     /// `URLSession._Configuration.configure`, run for such a redirect), so a cookie set on the
-    /// way is sent on the next hop.
+    /// way is sent on the next hop. Make it with `redirected(_:from:perHop:)` first.
     func followingRedirect(_ request: URLRequest) -> URLRequest {
         Self.addingCookies(of: recorded.configuration, to: request)
+    }
+
+    /// Whether the platform's loader makes each redirect hop's request anew (Apple) rather than
+    /// copying every header field of the request before it (corelibs, Docs/foundation-facts.md,
+    /// L15). The same loader adds cookies only as a request is sent (A6).
+    static let redirectsPerHop = addsSessionCookies
+
+    /// `target`, the request a redirect of `request` leads to (`CachingPolicy.redirectTarget`
+    /// copies every header field of `request`), as the platform's loader makes it. With
+    /// `perHop` (Apple's loader, Docs/foundation-facts.md, A6, A19): without the `Cookie` field
+    /// this layer put on `request` (the jar's cookies for `request`'s URL; the next hop gets the
+    /// jar's for its own URL when it is loaded, or from `followingRedirect`), and without
+    /// `Authorization` when `target` goes to another origin (scheme, host or port) — so a
+    /// presigned storage URL an API redirects to never gets the API's credentials. Otherwise
+    /// (corelibs, L15) `target` as it is: corelibs copies the fields, and the layer does the same.
+    func redirected(_ target: URLRequest, from request: URLRequest, perHop: Bool = Self.redirectsPerHop) -> URLRequest {
+        guard perHop else { return target }
+        let dropsCookie = request.httpShouldHandleCookies && recorded.configuration.httpShouldSetCookies
+            && target.value(forHTTPHeaderField: "Cookie") != nil
+        let dropsAuthorization = target.value(forHTTPHeaderField: "Authorization") != nil
+            && request.url.flatMap(CredentialUse.origin(of:)) != target.url.flatMap(CredentialUse.origin(of:))
+        guard dropsCookie || dropsAuthorization else { return target }
+        var hop = target
+        if dropsCookie { hop.setValue(nil, forHTTPHeaderField: "Cookie") }
+        if dropsAuthorization { hop.setValue(nil, forHTTPHeaderField: "Authorization") }
+        return hop
     }
 
     /// These settings for requests that must go upstream exactly as given: the request an app's
@@ -126,6 +197,11 @@ struct SessionSettings: Sendable, Hashable {
         let configuration = recorded.configuration.copy() as! URLSessionConfiguration
         configuration.httpShouldSetCookies = false
         return SessionSettings(configuration, delegate: delegate)
+    }
+
+    /// These settings for a session whose delegate the cache cannot see (`DelegateTraits.unnamed(in:)`).
+    var withUnnamedDelegate: SessionSettings {
+        SessionSettings(recorded.configuration, delegate: .unnamed(in: recorded.configuration))
     }
 
     /// Whether `apply(to:)` changes nothing, so the base protocol class can serve the session.

@@ -47,6 +47,13 @@ package struct CacheEntry: Sendable, Equatable {
     /// entry can be kept under it (the engine's responses, the `URLCache` face's
     /// `CachedURLResponse`s): each consumer keeps its own. Never stored on disk; not part of `==`.
     package var revision = EntryRevision.next()
+    /// Whether the entry may be kept in memory only, never in a file: a response with a
+    /// `Set-Cookie` (`CachingPolicy.isKeptInMemoryOnly`) or one stored through the `URLCache` API
+    /// with `.allowedInMemoryOnly`. Set by the store when it keeps the entry so, and kept by the
+    /// copies made from it (a `304` freshening it), so no later write of its record, no move of
+    /// memory to disk, takes it to a file. Never stored on disk (an entry read from a file is not
+    /// memory-only); not part of `==`.
+    package var isMemoryOnly = false
 
     package init(
         responseURL: String, statusCode: Int, headers: HTTPHeaders, body: Data,

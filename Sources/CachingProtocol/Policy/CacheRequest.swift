@@ -86,6 +86,10 @@ package struct CacheRequest: @unchecked Sendable {
     let sendsCredentials: Bool
     /// The byte range the request asks for, when it asks for one (see `RequestDisposition.range`).
     let byteRange: ByteRange?
+    /// Header fields the platform's loader adds to the request when it sends it, unless the
+    /// request has them (`sent(with:)`), by lowercased name: the origin sees them, so `Vary` is
+    /// matched on them (`header(_:)`). Never sent by the layer.
+    private(set) var fieldsAddedWhenSent: [String: String] = [:]
 
     package init(_ request: URLRequest, key: String, facts: RequestHeaderFacts? = nil) {
         let facts = facts ?? RequestHeaderFacts(request)
@@ -120,9 +124,18 @@ package struct CacheRequest: @unchecked Sendable {
         return judged
     }
 
-    /// The value of a request header field (for `Vary`).
+    /// The value of a request header field as the origin gets it (for `Vary`): the request's own,
+    /// else the one the loader adds when it sends the request (`fieldsAddedWhenSent`).
     func header(_ name: String) -> String? {
-        urlRequest.value(forHTTPHeaderField: name)
+        urlRequest.value(forHTTPHeaderField: name) ?? (fieldsAddedWhenSent.isEmpty ? nil : fieldsAddedWhenSent[name.lowercased()])
+    }
+
+    /// The request as the loader sends it: `fields` (by lowercased name) are added when it is sent
+    /// unless it has them.
+    func sent(with fields: [String: String]) -> CacheRequest {
+        var sent = self
+        sent.fieldsAddedWhenSent = fields
+        return sent
     }
 
     /// A fingerprint of `Authorization` and `Cookie`, or nil when neither is present. The secret

@@ -178,14 +178,20 @@ extension CachingPolicy {
 
     /// The answer to an unsafe request, handed on and never stored. A status below 400 means the
     /// origin accepted it: what is stored for its URL goes, and for the `Location` and
-    /// `Content-Location` of the answer when they are on the same origin (RFC 9111 §4.4). An error
-    /// status or no answer at all leaves the store as it was.
+    /// `Content-Location` of the answer when they are on the same origin (RFC 9111 §4.4). A `401`
+    /// or `407` drops what is stored for its URL too: the app's session may send the request
+    /// again with credentials past this layer (corelibs does, Docs/foundation-facts.md, L14), and
+    /// the origin's acceptance would never come here. Another error status, or no answer at
+    /// all, leaves the store as it was.
     private static func afterUnsafe(_ result: Result<ReceivedResponse, Error>, for request: CacheRequest,
                                     keyRules: [CachingRule]) -> ExchangeOutcome {
         var outcome = passedOn(result, for: request, forward: .method)
-        guard case .success(let received) = result, received.head.status < 400, let target = request.urlRequest.url else {
+        guard case .success(let received) = result, let target = request.urlRequest.url else { return outcome }
+        if received.head.status == 401 || received.head.status == 407 {
+            outcome.storage = .removeRecords([request.key])
             return outcome
         }
+        guard received.head.status < 400 else { return outcome }
         var keys = [request.key]
         for name in ["Location", "Content-Location"] {
             guard let value = received.head.headers[name], let url = URL(string: value, relativeTo: target)?.absoluteURL,

@@ -72,8 +72,22 @@ extension CachingURLProtocol {
     /// settings (cookie and credential storage, proxies, TLS, connection limits) are those of the
     /// cache's own upstream session.
     ///
-    /// Pass `delegate`, the delegate the sessions will have, when it handles authentication
-    /// challenges or redirects (a protocol never sees its session's delegate). On Apple platforms:
+    /// Name the sessions' delegate with ``inject(into:using:delegate:)`` — nil when they have
+    /// none — since a protocol never sees its session's delegate. Without it, on Apple platforms,
+    /// the sessions' delegate is unknown and may pin certificates, so it is treated as judging
+    /// server trust (see there): the sessions get an upstream session, exchanges and stored
+    /// answers apart from `URLSession.shared` and from sessions of other settings, a stale
+    /// stored answer waits for its revalidation, and ``CachingConfiguration/prefetch(_:maximumConcurrent:)``
+    /// through them reaches no `https` origin (no load of theirs is there to judge the
+    /// certificate; the server-trust challenge is cancelled). Redirects are reported and the load
+    /// then ends as cancelled, as for a delegate that decides none. On Linux this changes
+    /// nothing: swift-corelibs-foundation raises no server-trust challenge to a delegate.
+    public static func inject(into sessionConfiguration: URLSessionConfiguration, using configuration: CachingConfiguration? = nil) {
+        inject(into: sessionConfiguration, using: configuration, traits: .unnamed(in: sessionConfiguration))
+    }
+
+    /// ``inject(into:using:)`` for sessions made with `delegate` (nil: sessions without one). On
+    /// Apple platforms:
     ///
     /// - **A delegate that implements a challenge method** (`urlSession(_:didReceive:completionHandler:)`
     ///   or the task-level one) judges server trust — certificate pinning, for one. Its sessions
@@ -88,17 +102,25 @@ extension CachingURLProtocol {
     ///   delegate refuses. Without it, a redirect is reported and the load then ends as cancelled
     ///   (as in Apple's CustomHTTPProtocol sample), which a refusal would turn into an error.
     ///
-    /// Without `delegate` the sessions are treated as trusting the system's evaluation and
-    /// following every redirect (a task's own delegate is still looked at). On Linux `delegate`
-    /// changes nothing: swift-corelibs-foundation raises no server-trust challenge to a delegate,
-    /// and the protocol asks the task's delegate about redirects itself.
+    /// A delegate that implements neither, and `nil`, say the system judges trust and nobody
+    /// refuses a redirect: the sessions share the upstream session, exchanges and stored answers
+    /// of every session with the same settings (`URLSession.shared`'s, for a default
+    /// configuration), and get stale-while-revalidate answers at once (a task's own delegate is
+    /// still looked at). On Linux `delegate` changes nothing: swift-corelibs-foundation raises no
+    /// server-trust challenge to a delegate, and the protocol asks the task's delegate about
+    /// redirects itself.
     public static func inject(into sessionConfiguration: URLSessionConfiguration, using configuration: CachingConfiguration? = nil,
-                              delegate: (any URLSessionDelegate)? = nil) {
+                              delegate: (any URLSessionDelegate)?) {
+        inject(into: sessionConfiguration, using: configuration, traits: .of(delegate))
+    }
+
+    private static func inject(into sessionConfiguration: URLSessionConfiguration, using configuration: CachingConfiguration?,
+                               traits: DelegateTraits) {
         let engine = configuration.map(Installation.engine(for:))
         if configuration == nil, Installation.current == nil {
             Installation.install(CachingConfiguration())
         }
-        let settings = SessionSettings(sessionConfiguration, delegate: DelegateTraits.of(delegate))
+        let settings = SessionSettings(sessionConfiguration, delegate: traits)
         let protocolClass: AnyClass = SessionClasses.protocolClass(for: settings, engine: engine)
         let others = (sessionConfiguration.protocolClasses ?? []).filter { !($0 is CachingURLProtocol.Type) }
         sessionConfiguration.protocolClasses = [protocolClass] + others

@@ -120,11 +120,40 @@ public class CachingURLProtocol: URLProtocol {
             // An unsafe method: taken only when something may be stored for its URL, so that the
             // stored response is dropped once the origin accepted the request (RFC 9111 §4.4,
             // `startLoading`). Otherwise there is nothing to invalidate, and Foundation sends it
-            // untouched.
+            // untouched. A body only Foundation's loader can send again is left to it, and what
+            // is stored is dropped before it leaves (`leavesBodyToFoundation`).
             guard let key = engine.cacheKey(for: request) else { return false }
-            return engine.cachesPOST(request) || engine.takesUnsafeRequest(forKey: key)
+            if engine.cachesPOST(request) { return true }
+            guard engine.takesUnsafeRequest(forKey: key) else { return false }
+            guard !Self.leavesBodyToFoundation(request) else {
+                engine.store.removeRecord(forKey: key)
+                return false
+            }
+            return true
         }
     }
+
+    /// Whether an unsafe request's body must be sent by Foundation's own loader, not by the
+    /// layer's upstream session: a body stream, and on Apple platforms any body (a protocol gets
+    /// every body there as a stream). When the request must go again — a `401` or `407` the app
+    /// answers, a retry after a network change — only that loader can ask the app for the stream
+    /// again (`needNewBodyStream`), and only it reports upload progress (`didSendBodyData`): no
+    /// `URLProtocolClient` call does either (Apple's CustomHTTPProtocol sample, Read Me). Left to
+    /// it, the request is sent, re-sent and reported as without the layer; the stored response
+    /// is dropped before it leaves rather than after the origin accepted it (a later miss, never a
+    /// wrong answer).
+    static func leavesBodyToFoundation(_ request: URLRequest, everyBodyIsAStream: Bool = everyBodyIsAStream) -> Bool {
+        request.httpBodyStream != nil || (everyBodyIsAStream && request.httpBody != nil)
+    }
+
+    /// Whether a protocol may get a request's body as a stream although the app set `httpBody`:
+    /// on Apple platforms (Docs/foundation-facts.md, A21: reasoned, not run); corelibs hands a
+    /// protocol the request's `httpBody` as the app set it.
+    #if canImport(FoundationNetworking)
+    static let everyBodyIsAStream = false
+    #else
+    static let everyBodyIsAStream = true
+    #endif
 
     #if !canImport(FoundationNetworking)
     /// Data tasks only: download, upload, stream and WebSocket tasks are left to the system
@@ -182,11 +211,17 @@ public class CachingURLProtocol: URLProtocol {
         }
         #endif
         // `canInit` accepted the request: a cacheable GET, or an unsafe method for a stored URL.
-        guard let (settings, engine) = Self.binding, case let request = settings.apply(to: self.request),
+        guard let (bound, engine) = Self.binding, case let request = bound.apply(to: self.request),
               let key = engine.cacheKey(for: request) else {
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
             return delivery.deliver(.failure(reason.urlError(.cancelled)), onCallingThread: true)
         }
+        #if canImport(FoundationNetworking)
+        let settings = bound
+        #else
+        // No task: an `NSURLConnection`'s load, whose delegate (which may pin) nothing names.
+        let settings = task == nil ? bound.withUnnamedDelegate : bound
+        #endif
         let cacheRequest: CacheRequest
         if let method = request.httpMethod, method != "GET", !method.isEqualIgnoringASCIICase("GET") {
             guard let cachedPOST = Self.cacheablePOST(request, task: task, engine: engine) else {

@@ -69,6 +69,10 @@ final class ClientDelivery: Sendable {
         var bodyDelivery: BodyDelivery
         /// Someone in the app may refuse a reported redirect (`redirectsMayBeRefused`).
         var redirectsMayBeRefused = false
+        /// The senders of the challenges forwarded to the client: `stop` cancels those the app has
+        /// not answered, so the upstream request waiting on one (and every load joined to it)
+        /// goes on.
+        var forwardedChallenges: [ChallengeRelay] = []
         /// The protocol instance, for the client calls (weak: the protocol holds this object).
         weak var owner: URLProtocol?
     }
@@ -191,22 +195,39 @@ final class ClientDelivery: Sendable {
     func forward(_ challenge: URLAuthenticationChallenge,
                  reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         guard rules.forwardsChallenges else { return reply(.performDefaultHandling, nil) }
-        #if canImport(FoundationNetworking)
-        let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
-        #else
-        // Made here, handed to the client thread: immutable once made, but not declared
-        // Sendable by every Apple SDK.
-        nonisolated(unsafe) let relayed = URLAuthenticationChallenge(authenticationChallenge: challenge, sender: ChallengeRelay(reply))
-        #endif
-        let delivered = perform(ending: false) { to in
-            to.client.urlProtocol(to.owner, didReceive: relayed)
+        let relay = ChallengeRelay(reply)
+        let relayed = HandedChallenge(URLAuthenticationChallenge(authenticationChallenge: challenge, sender: relay))
+        let tracked = state.withLock { state -> Bool in
+            guard !state.isStopped else { return false }
+            state.forwardedChallenges.append(relay)
+            return true
         }
-        if !delivered { reply(.cancelAuthenticationChallenge, nil) }
+        guard tracked, perform(ending: false, { to in to.client.urlProtocol(to.owner, didReceive: relayed.challenge) }) else {
+            return relay.cancelUnanswered()
+        }
     }
 
-    /// `stopLoading`: from now on nothing reaches the client.
+    /// A challenge made here and handed to the client thread.
+    private struct HandedChallenge: @unchecked Sendable {
+        // @unchecked: immutable once made. Xcode 16+ SDKs and corelibs declare it Sendable, the
+        // iOS 16.4 SDK does not: a plain capture fails there, `nonisolated(unsafe)` warns elsewhere.
+        let challenge: URLAuthenticationChallenge
+
+        init(_ challenge: URLAuthenticationChallenge) {
+            self.challenge = challenge
+        }
+    }
+
+    /// `stopLoading`: from now on nothing reaches the client, and a challenge forwarded to it that
+    /// the app has not answered is cancelled — the system may never pass it on once the load is
+    /// stopped, and the upstream request (with every load joined to it) would wait for it.
     func stop() {
-        state.withLock { $0.isStopped = true }
+        let unanswered = state.withLock { state -> [ChallengeRelay] in
+            state.isStopped = true
+            defer { state.forwardedChallenges = [] }
+            return state.forwardedChallenges
+        }
+        for relay in unanswered { relay.cancelUnanswered() }
     }
 
     /// Whether the load was stopped or answered.
@@ -346,7 +367,7 @@ final class ClientThreadExecutor: ClientExecutor, @unchecked Sendable {
 #endif
 
 /// The sender of a challenge forwarded to the client: relays the app's answer to the upstream
-/// request that raised it, once.
+/// request that raised it, once (`cancelUnanswered` when the load stopped first).
 private final class ChallengeRelay: NSObject, URLAuthenticationChallengeSender, Sendable {
     private let reply: Locked<(@Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)?>
 
@@ -359,6 +380,11 @@ private final class ChallengeRelay: NSObject, URLAuthenticationChallengeSender, 
             defer { reply = nil }
             return reply
         }?(disposition, credential)
+    }
+
+    /// Cancels the challenge unless the app answered it already.
+    func cancelUnanswered() {
+        answer(.cancelAuthenticationChallenge, nil)
     }
 
     func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {

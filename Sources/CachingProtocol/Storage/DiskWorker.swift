@@ -1,4 +1,11 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The disk tier's file side effects: everything that writes, deletes or scans files — entry
 /// files, the journal and snapshot of the index, the pins file — doing the work the ledger queued
@@ -584,31 +591,21 @@ final class DiskWorker: @unchecked Sendable {
         guard let data = ledger.withLock({ $0.takeSnapshot() }) else { return }
         // A deleted directory keeps `snapshotNeeded` until an entry write recreates it.
         guard directoryExists() else { return }
+        let temporary = paths.temporaryFile(in: paths.root)
         do {
-            try replaceIndexFile(paths.index, with: data)
+            try FileIO.createFile(temporary, contents: data, mode: 0o600, protection: protection, durability: indexDurability)
+            try FileIO.replaceItem(at: paths.index, with: temporary)
+            try? FileIO.synchronizeDirectory(paths.root, indexDurability)
             snapshotSize = data.count
             pendingJournal.removeAll()
             try openJournal()?.truncate()
             journalSize = 0
             snapshotNeeded = false
         } catch {
+            FileIO.removeQuietly(temporary)
             reportWriteFailure(error)
             snapshotNeeded = true
         }
-    }
-
-    /// Writes `data` to a temporary file at the top of the directory and renames it over `path`
-    /// (the snapshot, the pins file), so a reader sees the old file or the new one.
-    private func replaceIndexFile(_ path: String, with data: Data) throws {
-        let temporary = paths.temporaryFile(in: paths.root)
-        do {
-            try FileIO.createFile(temporary, contents: data, mode: 0o600, protection: protection, durability: indexDurability)
-            try FileIO.replaceItem(at: path, with: temporary)
-        } catch {
-            FileIO.removeQuietly(temporary)
-            throw error
-        }
-        try? FileIO.synchronizeDirectory(paths.root, indexDurability)
     }
 
     // MARK: - Capacity
@@ -658,21 +655,27 @@ final class DiskWorker: @unchecked Sendable {
         pinsSize = ledger.withLock { $0.pins.source?.size ?? 0 }
     }
 
-    /// Pins `added` and unpins `removed` keys, in the pins file and in the shared state, holding
-    /// the directory's pins lock from reading the file to replacing it, so a process that pins
-    /// at the same moment is not lost. Throws `pinnedBeyondCapacity`, changing nothing, when the
-    /// pinned records (with the index files) would leave less than `room` bytes of the capacity
-    /// (capped at what one record may take here) for everything else; throws a write failure
-    /// when the file cannot be written.
+    /// Pins `added` and unpins `removed` keys, in the pins file and in the ledger, so that a
+    /// process that pins at the same moment is not lost: the new file is prepared (read, changed,
+    /// written to a temporary file) without a lock, then the directory's pins lock is taken
+    /// without waiting, only to check that the file is still the one read and to rename the new
+    /// one into place. A lock held while an iOS app is suspended gets it killed when the
+    /// directory is in an App Group container (0xdead10cc), and a lock some other process holds
+    /// must not stall the caller: so it is never waited for, and never held across file writes.
+    /// When the file changed meanwhile or the lock is busy, it starts again (at most
+    /// `pinAttempts` times, then throws `diskWriteFailed`). Throws `pinnedBeyondCapacity`,
+    /// changing nothing, when the pinned records (with the index files) would leave less than
+    /// `room` bytes of the capacity (capped at what one record may take here) for everything else;
+    /// throws a write failure when the file cannot be written.
     func changePins(adding added: [String], removing removed: [String], room: Int) throws {
         try prepareDirectory()
-        try FileIO.withExclusiveLock(paths.pinsLock, protection: protection) {
+        for attempt in 1...Self.pinAttempts {
             refreshPins()
             let metadata = snapshotSize + journalSize
-            let (keys, unchanged, pinnedBytes, capacity, room) = ledger.withLock { ledger in
+            let (read, keys, unchanged, pinnedBytes, capacity, room) = ledger.withLock { ledger in
                 let keys = ledger.pins.keys(adding: added, removing: removed)
-                return (keys, keys == ledger.pins.keys, ledger.bytes(of: Set(keys.map(EntryDigest.init(key:)))), ledger.capacity,
-                        min(max(0, room), ledger.maximumEntryBytes))
+                return (ledger.pins.source, keys, keys == ledger.pins.keys, ledger.bytes(of: Set(keys.map(EntryDigest.init(key:)))),
+                        ledger.capacity, min(max(0, room), ledger.maximumEntryBytes))
             }
             guard !unchanged else { return }
             let data = Pins.encode(keys)
@@ -681,17 +684,39 @@ final class DiskWorker: @unchecked Sendable {
                                    + "with \(metadata + data.count) bytes of index files and room for one response of \(room) bytes "
                                    + "that is more than diskCapacity (\(capacity) bytes). Nothing was pinned")
             }
+            let temporary = paths.temporaryFile(in: paths.root)
+            let replaced: Bool
             do {
-                try replaceIndexFile(paths.pins, with: data)
+                try FileIO.createFile(temporary, contents: data, mode: 0o600, protection: protection, durability: indexDurability)
+                replaced = try FileIO.withExclusiveLockIfFree(paths.pinsLock, protection: protection) { () throws -> Bool in
+                    guard (try? FileIO.status(paths.pins)).map(FileStamp.init) == read else { return false }
+                    try FileIO.replaceItem(at: paths.pins, with: temporary)
+                    return true
+                } ?? false
             } catch {
+                FileIO.removeQuietly(temporary)
                 reportWriteFailure(error)
                 throw CachingError(.diskWriteFailed, "pins: \(error)")
             }
+            guard replaced else {
+                FileIO.removeQuietly(temporary)
+                // Another process is changing the file: it holds the lock for a rename.
+                if attempt < Self.pinAttempts { usleep(useconds_t(attempt * 1_000)) }
+                continue
+            }
+            try? FileIO.synchronizeDirectory(paths.root, indexDurability)
             let stamp = (try? FileIO.status(paths.pins)).map(FileStamp.init)
             ledger.withLock { $0.pins.install(keys, from: stamp) }
             pinsSize = data.count
+            return
         }
+        throw CachingError(.diskWriteFailed, "pins: another process kept changing the pins file (\(Self.pinAttempts) attempts); "
+                           + "nothing was changed, try again")
     }
+
+    /// How many times `changePins` prepares the file before it gives up: about 45 ms of pauses
+    /// in all, much longer than another process holds the lock (a stat and a rename).
+    static let pinAttempts = 10
 
     // MARK: - The age limit
 

@@ -12,8 +12,8 @@ import Foundation
 /// statistics (`unavailableDiskReads`), with nothing deleted or rebuilt; the entry is served again
 /// once its file can be read.
 ///
-/// The default, ``completeUntilFirstUserAuthentication``, is the class Apple recommends for
-/// caches: files stay readable in the background after the first unlock. Choose ``complete``
+/// The default, ``completeUntilFirstUserAuthentication``, is the class Apple gives app files by
+/// default: they stay readable in the background after the first unlock. Choose ``complete``
 /// for responses that must not be readable while the device is locked, knowing that a
 /// background launch then finds nothing cached on disk.
 ///
@@ -39,8 +39,8 @@ public struct CachingFileProtection: Sendable, Hashable, CustomStringConvertible
     /// Files open when the device locks stay readable; new files can be created while locked,
     /// but not opened again until the next unlock.
     public static let completeUnlessOpen = CachingFileProtection(level: .completeUnlessOpen)
-    /// Readable from the first unlock after a restart on: Apple's recommendation for caches, and
-    /// the default.
+    /// Readable from the first unlock after a restart on: the class Apple gives app files by
+    /// default, and the cache's default.
     public static let completeUntilFirstUserAuthentication = CachingFileProtection(level: .completeUntilFirstUserAuthentication)
 
     public var description: String {

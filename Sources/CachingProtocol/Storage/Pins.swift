@@ -128,14 +128,18 @@ struct FileStamp: Sendable, Equatable {
 
 extension FileIO {
     /// Runs `body` holding an exclusive `flock` on the file at `path` (created 0600 if missing),
-    /// so that read-modify-write cycles of processes sharing a directory do not interleave.
-    static func withExclusiveLock<Result>(_ path: String, protection: CachingFileProtection,
-                                          _ body: () throws -> Result) throws -> Result {
+    /// so that processes sharing a directory do not interleave; nil, without running `body`, when
+    /// another holds the lock: it is never waited for (a process suspended while it holds one,
+    /// or stopped in a debugger, would stall the caller). Keep `body` short: an iOS app suspended
+    /// while it holds a lock on a file in an App Group container is killed (0xdead10cc).
+    static func withExclusiveLockIfFree<Result>(_ path: String, protection: CachingFileProtection,
+                                                _ body: () throws -> Result) throws -> Result? {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(0o600))
         guard descriptor >= 0 else { throw FileError("open", path) }
         protection.apply(toItemAt: path)
         defer { close(descriptor) }
-        while flock(descriptor, LOCK_EX) != 0 {
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EWOULDBLOCK { return nil }
             guard errno == EINTR else { throw FileError("flock", path) }
         }
         defer { flock(descriptor, LOCK_UN) }

@@ -165,29 +165,38 @@ final class TieredStore: RecordStore {
         return record
     }
 
-    /// Stores `record` in memory and, unless `memoryOnly`, on disk.
-    func store(_ record: CacheRecord, memoryOnly: Bool = false) {
+    /// Stores `record` in memory, and its variants that are not memory-only
+    /// (`CacheEntry.isMemoryOnly`) on disk: when it has none, the key leaves the disk.
+    func store(_ record: CacheRecord) {
         memory.store(record)
-        if memoryOnly {
-            disk.removeRecord(forKey: record.key)
-        } else {
-            disk.store(record)
-        }
+        guard let forDisk = Self.writable(record) else { return disk.removeRecord(forKey: record.key) }
+        disk.store(forDisk)
     }
 
-    /// Puts `entry` first among the variants stored under `key` (in memory only, and off the
-    /// disk, when `memoryOnly`), replacing the variant it is the same as and dropping the oldest
-    /// beyond `maximumVariants`. An entry costing more than `maximumEntrySize` is not stored.
+    /// `record` as a file may hold it: without its memory-only variants, nil when none is left.
+    private static func writable(_ record: CacheRecord) -> CacheRecord? {
+        guard record.variants.contains(where: \.isMemoryOnly) else { return record }
+        let kept = record.variants.filter { !$0.isMemoryOnly }
+        return kept.isEmpty ? nil : CacheRecord(key: record.key, variants: kept)
+    }
+
+    /// Puts `entry` first among the variants stored under `key`, replacing the variant it is the
+    /// same as and dropping the oldest beyond `maximumVariants`. With `memoryOnly`, or when the
+    /// entry is memory-only already (a copy of one, freshened by a `304`), it is marked so and
+    /// never reaches a file; the record's other variants still do. An entry costing more than
+    /// `maximumEntrySize` is not stored.
     func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
         guard entry.cost <= maximumEntrySize else { return }
         sweepMemoryIfDue()
+        var entry = entry
+        if memoryOnly { entry.isMemoryOnly = true }
         var variants = record(forKey: key, counting: false, memoryAlreadyCounted: false)?.variants ?? []
         variants.removeAll { $0.isSameVariant(as: entry) }
         variants.insert(entry, at: 0)
         if variants.count > Self.maximumVariants {
             variants.removeLast(variants.count - Self.maximumVariants)
         }
-        store(CacheRecord(key: key, variants: variants), memoryOnly: memoryOnly)
+        store(CacheRecord(key: key, variants: variants))
     }
 
     /// Removes every record whose newest variant was stored at or after `date`, from both tiers.
@@ -202,11 +211,13 @@ final class TieredStore: RecordStore {
         disk.removeAll()
     }
 
-    /// Hands every record in memory that the disk tier lacks to the disk tier, then empties memory.
+    /// Hands every record in memory that the disk tier lacks to the disk tier, without its
+    /// memory-only variants (`CacheEntry.isMemoryOnly`: those are dropped, never written), then
+    /// empties memory.
     func flushMemoryToDisk() {
         for record in memory.allRecords() where !disk.containsRecord(forKey: record.key) {
-            guard let record = withinAgeLimit(record) else { continue }
-            disk.store(record)
+            guard let record = withinAgeLimit(record), let forDisk = Self.writable(record) else { continue }
+            disk.store(forDisk)
         }
         memory.removeAll()
     }

@@ -122,6 +122,46 @@ final class CacheEngineTests: EngineTestCase {
         XCTAssertEqual(store.entry(key)?.body, Data("stored".utf8), "the stored response stays")
     }
 
+    /// Apple's rules: the load that started an exchange gets a challenge (forwarded to its app
+    /// through the real delivery seam), and stops before its app answered. The challenge is
+    /// cancelled with it, and the load that joined does not hang on it nor inherit the
+    /// cancellation: it starts again on its own and gets the origin's answer. Before, the
+    /// challenge stayed unanswered and the joined load waited for ever.
+    func testAJoinedLoadCompletesWhenTheStarterStopsWithAChallengePending() throws {
+        let appClient = RecordingClient()
+        let owner = URLProtocol(request: URLRequest(url: url), cachedResponse: nil, client: appClient)
+        let delivery = ClientDelivery(owner: owner, executor: CallingThreadExecutor(), rules: .init(
+            streamsBodies: true, holdsLockAcrossClientCalls: false, forwardsChallenges: true, reportsRedirects: true))
+        guard case .planned(let planned) = engine.start(request(), from: .standard) else { return XCTFail("a miss") }
+        let starter = engine.proceed(planned, client: DeliveringClient(delivery: delivery))
+        upstream.waitForRequests(1)
+        let (joined, _) = load()
+        settle()
+        XCTAssertEqual(engine.exchanges.waitingLoads(forKey: key), 2, "joined")
+
+        let answered = Locked<[URLSession.AuthChallengeDisposition]>([])
+        let challenge = URLAuthenticationChallenge(
+            protectionSpace: URLProtectionSpace(host: "example.com", port: 443, protocol: "https", realm: "members",
+                                                authenticationMethod: NSURLAuthenticationMethodHTTPBasic),
+            proposedCredential: nil, previousFailureCount: 0, failureResponse: nil, error: nil, sender: RecordingClient.NoSender())
+        upstream.sent[0].listener?.upstreamDidReceiveChallenge(challenge) { disposition, _ in answered.withLock { $0.append(disposition) } }
+        XCTAssertEqual(appClient.calls, ["challenge members"], "forwarded to the starter's app")
+        XCTAssertEqual(answered.withLock { $0 }, [], "which has not answered")
+
+        // The app's session stops the starter (`stopLoading`: the delivery, then the load).
+        delivery.stop()
+        starter.cancel()
+        XCTAssertEqual(answered.withLock { $0 }, [.cancelAuthenticationChallenge], "the pending challenge is answered")
+        upstream.fail(0, URLError(.cancelled))   // what the upstream session does with a cancelled challenge
+
+        guard upstream.waitForRequests(2) else { return XCTFail("the joined load did not start again: \(joined.summary)") }
+        XCTAssertFalse(upstream.isCancelled(1))
+        upstream.respond(1, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("fresh".utf8))
+        wait(joined)
+        XCTAssertEqual(joined.summary, "200 fresh", "the joined load went on by itself")
+        withExtendedLifetime(owner) {}
+    }
+
     // MARK: Revalidation
 
     func testA304MergesItsFieldsIntoTheStoredResponseAndServesTheStoredBody() {
@@ -157,6 +197,50 @@ final class CacheEngineTests: EngineTestCase {
         XCTAssertEqual(client.summary, "200 changed")
         XCTAssertEqual(client.outcome, .revalidatedChanged)
         XCTAssertEqual(store.entry(key)?.body, Data("changed".utf8))
+    }
+
+    // MARK: Fields the loader adds
+
+    /// Apple's rules: the loader adds `Accept-Language` (and `User-Agent`) after the protocol saw
+    /// the request, so the origin's `Vary: Accept-Language` answer is matched on the language the
+    /// loader sends. After the user changed the app's language, the variant stored for the old
+    /// one is not served; a request that sets the field itself is matched on its own value.
+    /// Before, the layer matched on a field it never saw, and kept serving the old variant.
+    func testVaryIsMatchedOnTheFieldsTheLoaderAddsWhenItSends() {
+        func load(language: String, own: String? = nil) -> RecordingLoadClient {
+            var request = URLRequest(url: url)
+            if let own { request.setValue(own, forHTTPHeaderField: "Accept-Language") }
+            let sent = CacheRequest(request, key: key).sent(with: ["accept-language": language, "user-agent": "App/1 CFNetwork/1 Darwin/1"])
+            let client = RecordingLoadClient()
+            switch engine.start(sent, from: .standard) {
+            case .answered(let answer): client.receive(answer, outcome: .hit)
+            case .planned(let planned): _ = engine.proceed(planned, client: client)
+            }
+            return client
+        }
+        let english = load(language: "en-GB, en;q=0.9")
+        upstream.waitForRequests(1)
+        XCTAssertNil(upstream.sent[0].header("Accept-Language"), "never sent by the layer: the upstream session adds its own")
+        upstream.respond(0, status: 200, headers: ["Cache-Control": "max-age=600", "Vary": "Accept-Language", "Content-Language": "en"],
+                         body: Data("hello".utf8))
+        wait(english)
+        XCTAssertEqual(store.entry(key)?.varyFields, [CacheEntry.VaryField(name: "accept-language", value: "en-gb,en;q=0.9")])
+        XCTAssertEqual(load(language: "en-GB, en;q=0.9").summary, "200 hello", "the same language: a hit")
+
+        let french = load(language: "fr-FR, fr;q=0.9")
+        guard upstream.waitForRequests(2) else { return XCTFail("another language was answered with \(french.summary)") }
+        upstream.respond(1, status: 200, headers: ["Cache-Control": "max-age=600", "Vary": "Accept-Language", "Content-Language": "fr"],
+                         body: Data("bonjour".utf8))
+        wait(french)
+        XCTAssertEqual(french.summary, "200 bonjour", "another language: not the English variant")
+        XCTAssertEqual(load(language: "de-DE", own: "fr-FR, fr;q=0.9").summary, "200 bonjour", "the request's own field wins")
+        XCTAssertEqual(upstream.sent.count, 2)
+        XCTAssertEqual(SessionSettings.acceptLanguage(for: ["en-GB", "en", "fr"]), "en-GB, en;q=0.9, fr;q=0.8")
+        #if canImport(FoundationNetworking)
+        XCTAssertEqual(SessionSettings.fieldsAddedWhenSent, [:], "Linux: matched as before")
+        #else
+        XCTAssertEqual(Set(SessionSettings.fieldsAddedWhenSent.keys), ["accept-language", "user-agent"])
+        #endif
     }
 
     // MARK: Errors
@@ -207,4 +291,20 @@ final class CacheEngineTests: EngineTestCase {
         XCTAssertEqual(upstream.sent.count, 1, "only the first fetch")
         XCTAssertEqual(engine.configuration.statistics.hits, 1)
     }
+}
+
+/// A load's client that goes through the delivery seam, as the protocol's own does.
+private struct DeliveringClient: LoadClient {
+    let delivery: ClientDelivery
+
+    func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
+        delivery.deliver(answer)
+    }
+
+    func answer(_ challenge: URLAuthenticationChallenge,
+                reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        delivery.forward(challenge, reply: reply)
+    }
+
+    var forwardsChallenges: Bool { delivery.rules.forwardsChallenges }
 }

@@ -41,6 +41,9 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
     // @unchecked: every field is guarded by `state`'s lock; XCTestExpectation is thread-safe.
     struct Sent {
         let request: URLRequest
+        /// The app session's settings: `URLSessionUpstream` sends through one upstream session
+        /// (and its connections) per distinct settings.
+        let settings: SessionSettings
         let wholeBody: Bool
         let listener: UpstreamListener?
         let task: UpstreamTask
@@ -66,7 +69,8 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
         let task = UpstreamTask()
         let expectation = state.withLock { state -> XCTestExpectation? in
             let number = state.sent.count
-            state.sent.append(Sent(request: request, wholeBody: wholeBody, listener: listener, task: task, completion: completion))
+            state.sent.append(Sent(request: request, settings: settings, wholeBody: wholeBody, listener: listener, task: task,
+                                   completion: completion))
             task.adopt { [weak self] in self?.state.withLock { _ = $0.cancelled.insert(number) } }
             guard let waiting = state.waitingFor, state.sent.count >= waiting.count else { return nil }
             state.waitingFor = nil
@@ -81,16 +85,18 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
     var sent: [Sent] { state.withLock { $0.sent } }
     func isCancelled(_ number: Int) -> Bool { state.withLock { $0.cancelled.contains(number) } }
 
-    /// Waits until `count` requests were sent (they are sent from the engine's queue).
-    func waitForRequests(_ count: Int, timeout: TimeInterval = 10) {
+    /// Waits until `count` requests were sent (they are sent from the engine's queue); false when
+    /// they were not within `timeout` (a test then stops rather than index a request never sent).
+    @discardableResult
+    func waitForRequests(_ count: Int, timeout: TimeInterval = 10) -> Bool {
         let expectation = XCTestExpectation(description: "\(count) upstream requests")
         let already = state.withLock { state -> Bool in
             if state.sent.count >= count { return true }
             state.waitingFor = (count, expectation)
             return false
         }
-        if already { return }
-        _ = XCTWaiter().wait(for: [expectation], timeout: timeout)
+        if already { return true }
+        return XCTWaiter().wait(for: [expectation], timeout: timeout) == .completed
     }
 
     /// Answers request `number` with a response.
@@ -196,6 +202,7 @@ final class RecordingLoadClient: LoadClient, @unchecked Sendable {
     }
 
     var outcome: CacheEvent.Outcome? { state.withLock { $0.outcome } }
+    var receivedAnswer: Answer? { state.withLock { $0.answer } }
     /// The authentication methods of the challenges forwarded to the app, in order.
     var challenges: [String] { state.withLock { $0.challenges } }
 

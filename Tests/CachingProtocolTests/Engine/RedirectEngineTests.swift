@@ -137,6 +137,109 @@ final class RedirectEngineTests: EngineTestCase {
         XCTAssertEqual(store.entry(CacheKey.make(method: "GET", url: old))?.statusCode, 301)
     }
 
+    // MARK: Another origin (Apple's rules)
+
+    private let api = URL(string: "https://api.example.com/files/42")!
+    private let storage = URL(string: "https://storage.example.net/blob/42?signature=abc")!
+
+    /// A session with a jar of its own holding a cookie for the API and one for the storage host.
+    private func sessionWithCookies() -> SessionSettings {
+        let configuration = URLSessionConfiguration.ephemeral
+        let jar = configuration.httpCookieStorage!
+        for (domain, value) in [("api.example.com", "api-session"), ("storage.example.net", "storage-token")] {
+            jar.setCookie(HTTPCookie(properties: [.domain: domain, .path: "/", .name: "c", .value: value, .secure: "TRUE"])!)
+        }
+        return SessionSettings(configuration)
+    }
+
+    /// The API's request as Apple's loader hands it to the layer and the layer makes it
+    /// (`SessionSettings.apply`, cookies added as Apple would add them when sending).
+    private func apiRequest(from settings: SessionSettings) -> CacheRequest {
+        var request = URLRequest(url: api)
+        request.setValue("Bearer app-token", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        let applied = settings.apply(to: request, addingCookies: true)
+        XCTAssertEqual(applied.value(forHTTPHeaderField: "Cookie"), "c=api-session", "the layer added the jar's cookie")
+        return CacheRequest(applied, key: CacheKey.make(method: "GET", url: api))
+    }
+
+    private func reported(_ client: RecordingLoadClient) -> URLRequest? {
+        guard case .redirect(_, _, let request)? = client.receivedAnswer else { return nil }
+        return request
+    }
+
+    /// An API answers 302 to a presigned storage URL (fetched, then again from the cache). The
+    /// request reported to Apple's loader — what the app's delegate sees and what the next load
+    /// starts from — carries neither the API's cookie the layer added nor the app's
+    /// `Authorization`, keeps the app's other fields, and its next load gets the jar's cookie for
+    /// the storage host. Before, it carried both, and only a jar cookie for the storage host would
+    /// have replaced the API's.
+    func testACrossOriginRedirectReportedToApplesLoaderCarriesNoCookieTheLayerAddedAndNoAuthorization() throws {
+        let settings = sessionWithCookies()
+        for fromCache in [false, true] {
+            let client = RecordingLoadClient(redirects: .report)
+            switch engine.start(apiRequest(from: settings), from: settings) {
+            case .answered(let answer): client.receive(answer, outcome: .hit)
+            case .planned(let planned): _ = engine.proceed(planned, client: client)
+            }
+            if !fromCache {
+                upstream.waitForRequests(1)
+                XCTAssertEqual(upstream.sent[0].header("Authorization"), "Bearer app-token", "the API gets the app's request")
+                upstream.respond(0, status: 302, headers: ["Location": storage.absoluteString, "Cache-Control": "public, max-age=60"])
+            }
+            wait(for: [client.answered], timeout: 10)
+            let next = try XCTUnwrap(reported(client), "stored and reported again: \(fromCache)")
+            XCTAssertEqual(next.url, storage)
+            XCTAssertNil(next.value(forHTTPHeaderField: "Authorization"), "not for another origin")
+            XCTAssertNil(next.value(forHTTPHeaderField: "Cookie"), "the API's cookie stays with the API")
+            XCTAssertEqual(next.value(forHTTPHeaderField: "Accept"), "application/json")
+            XCTAssertEqual(settings.apply(to: next, addingCookies: true).value(forHTTPHeaderField: "Cookie"), "c=storage-token",
+                           "the next load has the jar's cookies for the storage host")
+        }
+        XCTAssertEqual(upstream.sent.count, 1, "the second redirect came from the cache")
+    }
+
+    /// The same origin keeps the app's `Authorization`; the layer's cookie is still the next
+    /// load's to add.
+    func testASameOriginRedirectReportedToApplesLoaderKeepsTheAuthorization() throws {
+        let settings = sessionWithCookies()
+        let client = RecordingLoadClient(redirects: .report)
+        guard case .planned(let planned) = engine.start(apiRequest(from: settings), from: settings) else { return XCTFail("a miss") }
+        _ = engine.proceed(planned, client: client)
+        upstream.waitForRequests(1)
+        upstream.respond(0, status: 307, headers: ["Location": "/files/42/v2"])
+        wait(for: [client.answered], timeout: 10)
+        let next = try XCTUnwrap(reported(client))
+        XCTAssertEqual(next.url?.path, "/files/42/v2")
+        XCTAssertEqual(next.value(forHTTPHeaderField: "Authorization"), "Bearer app-token")
+        XCTAssertNil(next.value(forHTTPHeaderField: "Cookie"))
+    }
+
+    /// A redirect the engine follows (a load nobody is asked about): with Apple's rules the
+    /// next request has the jar's cookies for the target and no `Authorization` for another
+    /// origin; with corelibs' rules every field is copied, as corelibs copies them (the Linux
+    /// pair, `SessionBehaviourPairTests`, shows it equal to Foundation).
+    func testAFollowedCrossOriginRedirectIsMadeAsThePlatformsLoaderMakesIt() {
+        let settings = sessionWithCookies()
+        let request = apiRequest(from: settings).urlRequest
+        let target = CachingPolicy.redirectTarget(of: request, status: 302, location: storage.absoluteString)!
+        XCTAssertEqual(target.value(forHTTPHeaderField: "Authorization"), "Bearer app-token", "the policy copies every field")
+
+        let apple = settings.followingRedirect(settings.redirected(target, from: request, perHop: true))
+        XCTAssertNil(apple.value(forHTTPHeaderField: "Authorization"))
+        XCTAssertEqual(apple.value(forHTTPHeaderField: "Cookie"), "c=storage-token")
+        XCTAssertEqual(apple.value(forHTTPHeaderField: "Accept"), "application/json")
+
+        let corelibs = settings.followingRedirect(settings.redirected(target, from: request, perHop: false))
+        XCTAssertEqual(corelibs.value(forHTTPHeaderField: "Authorization"), "Bearer app-token")
+        XCTAssertEqual(corelibs.value(forHTTPHeaderField: "Cookie"), "c=storage-token", "the jar's for the target replace it")
+        #if canImport(FoundationNetworking)
+        XCTAssertFalse(SessionSettings.redirectsPerHop, "Linux: as corelibs")
+        #else
+        XCTAssertTrue(SessionSettings.redirectsPerHop)
+        #endif
+    }
+
     /// Who may refuse a redirect: a delegate that implements the redirect method (on Apple; on
     /// Linux the protocol asks the task's delegate itself, so the traits say nothing).
     func testADelegateDecidesRedirectsWhenItImplementsTheRedirectMethod() {

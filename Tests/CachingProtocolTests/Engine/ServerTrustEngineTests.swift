@@ -191,6 +191,123 @@ final class ServerTrustEngineTests: EngineTestCase {
         XCTAssertTrue(signedIn.judged(by: "App.PinningDelegate").sendsCredentials)
     }
 
+    // MARK: A delegate the app did not name
+
+    /// A session injected without naming its delegate, where the loader raises server-trust
+    /// challenges (Apple): what `inject(into:using:)` records for it. Its delegate pins here.
+    private let unnamed = SessionSettings(URLSessionConfiguration.default,
+                                          delegate: .unnamed(in: URLSessionConfiguration.default, raisesServerTrust: true))
+
+    /// The README's form — `inject(into: cfg)`, then `URLSession(configuration: cfg, delegate:
+    /// pinner)` — with Apple's rules: none of the session's answers comes from a connection its
+    /// loads did not judge. It shares no upstream request (nor upstream session, nor so its
+    /// connections) with `URLSession.shared`'s loads, finds none of their stored answers, its
+    /// own request's server-trust challenge reaches its delegate (which rejects the certificate
+    /// here: nothing is stored), a stale answer waits for a revalidation its delegate judges,
+    /// and work nobody of it waits for (a background revalidation, a prefetch) has its
+    /// challenge cancelled. Before, such a session had the settings of `URLSession.shared`:
+    /// it joined the shared session's upstream request and was served its stored answer.
+    func testASessionWhosePinningDelegateWasNotNamedGetsNoAnswerFromAConnectionItDidNotJudge() throws {
+        XCTAssertTrue(unnamed.judgesServerTrust)
+        XCTAssertNotEqual(unnamed, .standard, "a protocol class, an upstream session and exchanges of its own")
+
+        // URLSession.shared fetches the feed; the system's evaluation judges its connection.
+        let shared = load(from: .standard)
+        upstream.waitForRequests(1)
+        let pinning = load(from: unnamed, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .cancelAuthenticationChallenge))
+        guard upstream.waitForRequests(2) else { return XCTFail("joined to the shared session's request") }
+        settle()
+        XCTAssertEqual(upstream.sent.count, 2, "not joined to the shared session's request")
+        XCTAssertEqual(upstream.sent[0].settings, .standard)
+        XCTAssertEqual(upstream.sent[1].settings, unnamed, "sent through an upstream session of its own")
+        XCTAssertEqual(upstream.challenge(0, method: serverTrustAuthenticationMethod), .performDefaultHandling)
+        XCTAssertEqual(upstream.challenge(1, method: serverTrustAuthenticationMethod), .cancelAuthenticationChallenge,
+                       "its own connection is judged by its delegate, which rejects it")
+        XCTAssertEqual(pinning.challenges, [serverTrustAuthenticationMethod])
+        upstream.respond(0, status: 200, headers: ["Cache-Control": "max-age=60, stale-while-revalidate=600", "ETag": "\"v1\""],
+                         body: Data("from a connection the system judged".utf8))
+        upstream.fail(1, URLError(.cancelled))
+        wait(shared, pinning)
+        XCTAssertEqual(pinning.summary, "error \(URLError.Code.cancelled.rawValue)")
+
+        // The shared session's stored answer is a hit for the shared session only.
+        XCTAssertEqual(load(from: .standard).summary, "200 from a connection the system judged")
+        let again = load(from: unnamed, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .useCredential))
+        guard upstream.waitForRequests(3) else { return XCTFail("served the shared session's answer: \(again.summary)") }
+        XCTAssertEqual(upstream.challenge(2, method: serverTrustAuthenticationMethod), .useCredential)
+        XCTAssertEqual(again.challenges, [serverTrustAuthenticationMethod], "judged by its delegate, which accepts it this time")
+        upstream.respond(2, status: 200, headers: ["Cache-Control": "max-age=60, stale-while-revalidate=600", "ETag": "\"v1\""],
+                         body: Data("pinned".utf8))
+        wait(again)
+        XCTAssertEqual(again.summary, "200 pinned")
+
+        // Stale: the load waits for a revalidation its delegate judges; nothing runs unwaited for.
+        clock.advance(by: 120)
+        let stale = load(from: unnamed, client: RecordingLoadClient(forwardsChallenges: true, appAnswer: .useCredential))
+        guard upstream.waitForRequests(4) else { return XCTFail("no revalidation: \(stale.summary)") }
+        XCTAssertEqual(stale.summary, "no answer", "not answered before its revalidation")
+        XCTAssertEqual(upstream.sent[3].settings, unnamed)
+        XCTAssertEqual(upstream.challenge(3, method: serverTrustAuthenticationMethod), .useCredential)
+        upstream.respond(3, status: 304, headers: ["ETag": "\"v1\"", "Cache-Control": "max-age=60"])
+        wait(stale)
+        XCTAssertEqual(stale.summary, "200 pinned")
+        let entry = try XCTUnwrap(store.peek(key)?.variants.first { $0.body == Data("pinned".utf8) })
+        let conditions = try XCTUnwrap(RevalidationConditions(entry))
+        CacheEngine.queue.sync {
+            engine.exchange(.revalidate(entry, conditions), for: unnamed.partitioned(CacheRequest(URLRequest(url: url), key: key)),
+                            from: unnamed, waiting: nil)
+        }
+        settle()
+        XCTAssertEqual(upstream.sent.count, 4, "no background exchange for it")
+        XCTAssertEqual(store.peek(key)?.variants.count, 2, "one answer per judge: the system's and its delegate's")
+
+        // A load with no app to pass a challenge to (a prefetch's): its certificate is judged by
+        // nobody, so the challenge is cancelled, never given default handling.
+        let other = URL(string: "https://example.com/other")!
+        let prefetch = RecordingLoadClient(forwardsChallenges: false)
+        let otherKey = CacheKey.make(method: "GET", url: other)
+        guard case .planned(let planned) = engine.start(CacheRequest(URLRequest(url: other), key: otherKey), from: unnamed) else {
+            return XCTFail("a miss")
+        }
+        _ = engine.proceed(planned, client: prefetch)
+        guard upstream.waitForRequests(5) else { return XCTFail("nothing sent: \(prefetch.summary)") }
+        XCTAssertEqual(upstream.challenge(4, method: serverTrustAuthenticationMethod), .cancelAuthenticationChallenge)
+        upstream.fail(4, URLError(.cancelled))
+        wait(prefetch)
+        XCTAssertNil(store.peek(otherKey))
+    }
+
+    /// What `inject(into:using:)` records when the delegate is not named: where the loader raises
+    /// server-trust challenges, a judge standing for the unknown delegate and the settings — the
+    /// same name in every launch and for equal settings, another for other settings; where it
+    /// raises none (Linux), nothing changes: the session keeps `URLSession.shared`'s settings and
+    /// protocol class.
+    func testADelegateThatWasNotNamedIsTreatedAsAJudgeWhereTheLoaderRaisesServerTrust() {
+        let plain = URLSessionConfiguration.default
+        let withHeader = URLSessionConfiguration.default
+        withHeader.httpAdditionalHeaders = ["X-Api-Key": "k"]
+        let judge = DelegateTraits.unnamed(in: plain, raisesServerTrust: true).trustJudge
+        XCTAssertNotNil(judge)
+        XCTAssertEqual(judge, DelegateTraits.unnamed(in: URLSessionConfiguration.default, raisesServerTrust: true).trustJudge)
+        XCTAssertNotEqual(judge, DelegateTraits.unnamed(in: withHeader, raisesServerTrust: true).trustJudge)
+        XCTAssertNotEqual(judge, DelegateTraits.unnamed(in: URLSessionConfiguration.ephemeral, raisesServerTrust: true).trustJudge,
+                          "a jar of its own")
+        XCTAssertEqual(DelegateTraits.unnamed(in: plain, raisesServerTrust: false), .none)
+        XCTAssertEqual(DelegateTraits.unnamed(in: plain).trustJudge != nil, DelegateTraits.platformRaisesServerTrust)
+
+        let injected = URLSessionConfiguration.default
+        CachingURLProtocol.inject(into: injected)
+        let named = URLSessionConfiguration.default
+        CachingURLProtocol.inject(into: named, delegate: nil)
+        defer { CachingURLProtocol.unregister() }
+        XCTAssertTrue(named.protocolClasses?.first == CachingURLProtocol.self, "no delegate, named: URLSession.shared's class")
+        #if canImport(FoundationNetworking)
+        XCTAssertTrue(injected.protocolClasses?.first == CachingURLProtocol.self, "Linux: as before")
+        #else
+        XCTAssertFalse(injected.protocolClasses?.first == CachingURLProtocol.self, "Apple: a class of its own")
+        #endif
+    }
+
     // MARK: Which delegates judge
 
     func testADelegateJudgesTrustWhenItImplementsAChallengeMethod() {

@@ -2,6 +2,11 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import LoopbackOrigin
 import XCTest
 @testable import CachingProtocol
@@ -95,6 +100,47 @@ final class PinningTests: CachingTestCase {
         }
         reopened.waitUntilSettled()
         XCTAssertNil(reopened.cachedResponse(for: URLRequest(url: origin.url("/keep"))))
+    }
+
+    /// The pins lock is never waited for, and taken only to rename the new pins file into place:
+    /// with the lock held elsewhere (a process in the middle of its rename, or one suspended or
+    /// stopped there) `pin` fails at once with a clear error and changes nothing, instead of
+    /// waiting — before, it waited for as long as the lock was held — and it pins once the lock
+    /// is free. (An iOS app suspended while it holds a file lock in an App Group container is
+    /// killed, 0xdead10cc: holding it only for a rename keeps that window as small as it gets.)
+    func testPinningNeverWaitsForThePinsLock() async throws {
+        origin.handle("/keep") { _ in .text("kept", headers: [HTTPField("Cache-Control", "max-age=3600")]) }
+        _ = try await get("/keep")
+        cache.waitUntilSettled()
+        let lockPath = directory.appendingPathComponent("pins.lock").path
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(0o600))
+        XCTAssertGreaterThanOrEqual(descriptor, 0)
+        XCTAssertEqual(flock(descriptor, LOCK_EX), 0, "held, as by another process")
+        var held = true
+        defer { if held { flock(descriptor, LOCK_UN) }; close(descriptor) }
+
+        let cache = self.cache!
+        let url = origin.url("/keep")
+        let failed = expectation(description: "pin returned while the lock is held")
+        DispatchQueue.global().async {
+            do {
+                try cache.pin(url)
+            } catch let error as CachingError {
+                XCTAssertEqual(error.code, .diskWriteFailed, "\(error)")
+                failed.fulfill()
+            } catch {
+                XCTFail("\(error)")
+            }
+        }
+        await fulfillment(of: [failed], timeout: 10)
+        XCTAssertEqual(cache.pinnedURLs, [], "nothing pinned")
+
+        flock(descriptor, LOCK_UN)
+        held = false
+        try cache.pin(url)
+        XCTAssertEqual(cache.pinnedURLs, [url])
+        XCTAssertEqual(CachingURLCache(memoryCapacity: 0, diskCapacity: 32 << 20, directory: directory).pinnedURLs, [url],
+                       "in the pins file")
     }
 
     func testPinningMoreThanFitsFailsAndPinsNothing() async throws {

@@ -169,6 +169,26 @@ final class ClientDeliveryTests: XCTestCase {
         withExtendedLifetime(owner) {}
     }
 
+    /// A challenge the app has not answered when its load stops is cancelled, whether it reached
+    /// the client or was still on its way; the app's answer after that changes nothing.
+    func testAChallengeStillUnansweredWhenTheLoadStopsIsCancelled() throws {
+        let executor = QueuedExecutor()
+        let (delivery, client, owner) = make(Self.apple, executor: executor)
+        let answers = Locked<[URLSession.AuthChallengeDisposition]>([])
+        delivery.forward(Self.digestChallenge()) { disposition, _ in answers.withLock { $0.append(disposition) } }
+        executor.runAll()
+        let forwarded = try XCTUnwrap(client.challenges.first, "the app has it")
+        delivery.forward(Self.digestChallenge()) { disposition, _ in answers.withLock { $0.append(disposition) } }
+        XCTAssertEqual(answers.withLock { $0 }, [], "both wait: one for the app, one for the client thread")
+        delivery.stop()
+        XCTAssertEqual(answers.withLock { $0 }, [.cancelAuthenticationChallenge, .cancelAuthenticationChallenge])
+        forwarded.sender?.use(URLCredential(user: "late", password: "x", persistence: .none), for: forwarded)
+        executor.runAll()
+        XCTAssertEqual(answers.withLock { $0 }.count, 2, "a late answer is ignored")
+        XCTAssertEqual(client.calls, ["challenge -"], "nothing reached the client after the stop")
+        withExtendedLifetime(owner) {}
+    }
+
     /// A Digest challenge for example.com, with a sender that ignores answers.
     private static func digestChallenge() -> URLAuthenticationChallenge {
         URLAuthenticationChallenge(

@@ -246,6 +246,81 @@ final class SecurityTests: CachingTestCase {
         XCTAssertNil(reopened.cachedResponse(for: request("/login")), "nothing of it on disk")
     }
 
+    /// Stores the three kinds of answer kept in memory only, each with its own secret: a
+    /// response with a `Set-Cookie` (through the protocol), one variant of a `Vary` resource that
+    /// set a cookie beside one that did not (the record is written to disk for the other), and a
+    /// response stored through the `URLCache` API with `.allowedInMemoryOnly`. Returns the secrets.
+    private func storeMemoryOnlyAnswers() async throws -> [String] {
+        origin.handle("/login") { _ in
+            OriginResponse(headers: [HTTPField("Cache-Control", "max-age=600"), HTTPField("Set-Cookie", "session=c00kie-s3cr3t"),
+                                     HTTPField("X-Token", "h3ader-s3cr3t")],
+                           body: Data("b0dy-s3cr3t welcome".utf8))
+        }
+        origin.handle("/greeting") { request in
+            let french = request.header("Accept-Language") == "fr"
+            var headers = [HTTPField("Cache-Control", "max-age=600"), HTTPField("Vary", "Accept-Language")]
+            if !french { headers.append(HTTPField("Set-Cookie", "visit=v4riant-s3cr3t")) }
+            return OriginResponse(headers: headers, body: Data((french ? "bonjour" : "hello v4riant-b0dy").utf8))
+        }
+        let (_, login) = try await get("/login")
+        XCTAssertEqual(login.value(forHTTPHeaderField: "Set-Cookie"), "session=c00kie-s3cr3t")
+        CachingTestCase.removeLoopbackCookies()   // the next requests carry no cookie, as a new visitor's
+        _ = try await get("/greeting", headers: ["Accept-Language": "en"])
+        CachingTestCase.removeLoopbackCookies()
+        _ = try await get("/greeting", headers: ["Accept-Language": "fr"])
+        CachingTestCase.removeLoopbackCookies()
+        let api = request("/api/me")
+        let response = HTTPURLResponse(url: api.url!, statusCode: 200, httpVersion: "HTTP/1.1",
+                                       headerFields: ["Cache-Control": "max-age=600", "X-Account": "acc0unt-s3cr3t"])!
+        cache.storeCachedResponse(CachedURLResponse(response: response, data: Data("ap1-b0dy-s3cr3t".utf8), userInfo: nil,
+                                                    storagePolicy: .allowedInMemoryOnly), for: api)
+        // All four are answers from memory now.
+        _ = try await get("/login")
+        _ = try await get("/greeting", headers: ["Accept-Language": "en"])
+        _ = try await get("/greeting", headers: ["Accept-Language": "fr"])
+        XCTAssertEqual(originMethods("/login"), ["GET"])
+        XCTAssertEqual(originMethods("/greeting"), ["GET", "GET"])
+        XCTAssertEqual(cache.cachedResponse(for: api)?.data, Data("ap1-b0dy-s3cr3t".utf8))
+        return ["c00kie-s3cr3t", "h3ader-s3cr3t", "b0dy-s3cr3t", "v4riant-s3cr3t", "v4riant-b0dy", "acc0unt-s3cr3t", "ap1-b0dy-s3cr3t"]
+    }
+
+    private func assertNoFileHolds(_ secrets: [String], file: StaticString = #filePath, line: UInt = #line) {
+        for secret in secrets {
+            XCTAssertEqual(CacheFiles.files(in: directory, containing: Data(secret.utf8)), [], secret, file: file, line: line)
+        }
+    }
+
+    /// `flushMemoryToDisk()` writes what memory holds and the disk lacks — never what is kept in
+    /// memory only: no file holds a secret of those answers afterwards, while the variant that
+    /// may be written is on disk.
+    func testMemoryOnlyAnswersReachNoFileWhenMemoryIsFlushed() async throws {
+        let secrets = try await storeMemoryOnlyAnswers()
+        cache.waitUntilSettled()
+        assertNoFileHolds(secrets)
+        cache.flushMemoryToDisk()
+        cache.waitUntilSettled()
+        assertNoFileHolds(secrets)
+        XCTAssertEqual(CacheFiles.files(in: directory, containing: Data("bonjour".utf8)).count, 1, "the other variant is on disk")
+        XCTAssertEqual(cache.statistics.memory.entryCount, 0)
+        // And the memory-only answers are gone, not moved: the next requests reach the origin
+        _ = try await get("/login")
+        XCTAssertEqual(originMethods("/login"), ["GET", "GET"])
+        XCTAssertNil(cache.cachedResponse(for: request("/api/me")))
+    }
+
+    /// A memory warning (UIKit's, posted by name as UIKit posts it; observed here on Linux too)
+    /// runs the same move, off the posting thread: no file holds a secret of those answers once
+    /// it settled.
+    func testMemoryOnlyAnswersReachNoFileOnAMemoryWarning() async throws {
+        cache.observeMemoryWarnings(true)
+        let secrets = try await storeMemoryOnlyAnswers()
+        NotificationCenter.default.post(name: CachingURLCache.memoryWarningNotification, object: nil)
+        cache.waitUntilSettled()
+        assertNoFileHolds(secrets)
+        XCTAssertEqual(cache.statistics.memory.entryCount, 0, "the warning emptied memory")
+        XCTAssertEqual(CacheFiles.files(in: directory, containing: Data("bonjour".utf8)).count, 1)
+    }
+
     // MARK: Cache-Control private and no-store
 
     func testNoStoreIsNeverWrittenAndRemovesAnOlderCopy() async throws {

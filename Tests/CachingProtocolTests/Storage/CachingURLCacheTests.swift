@@ -153,10 +153,11 @@ final class CachingURLCacheTests: XCTestCase {
         XCTAssertEqual(statistics.memory.entryCount, 1)
     }
 
-    /// The option's plumbing, on Linux where it changes nothing on disk: the default, a change
-    /// that reaches the disk tier in order with the writes, and a cache that keeps working. The
-    /// Apple call itself (`FileManager`'s `.protectionKey`) is type-checked for iOS only.
-    func testFileProtectionDefaultsToApplesRecommendationForCachesAndCanBeChanged() throws {
+    /// The option's plumbing (on Linux it changes nothing on disk): the default — the class Apple
+    /// gives app files by default —, a change that reaches the disk tier in order with the writes,
+    /// and a cache that keeps working. The Apple call itself (`FileManager`'s `.protectionKey`) is
+    /// type-checked against every SDK subset; the class on a device's files: the Apple claim kit.
+    func testFileProtectionDefaultsToCompleteUntilFirstUserAuthenticationAndCanBeChanged() throws {
         let cache = makeCache()
         XCTAssertEqual(cache.fileProtection, .completeUntilFirstUserAuthentication)
         XCTAssertEqual(cache.fileProtection.description, "completeUntilFirstUserAuthentication")
@@ -170,7 +171,11 @@ final class CachingURLCacheTests: XCTestCase {
 
         XCTAssertEqual(cache.fileProtection, .complete)
         XCTAssertEqual(cache.store.disk.fileProtection, .complete)
+        #if canImport(Darwin)
+        XCTAssertTrue(CachingFileProtection.isSupported)
+        #else
         XCTAssertFalse(CachingFileProtection.isSupported, "Linux has no Data Protection")
+        #endif
         let reopened = makeCache()
         XCTAssertEqual(reopened.cachedResponse(for: before)?.data, Data.pattern(3_000))
         XCTAssertEqual(reopened.cachedResponse(for: after)?.data, Data.pattern(4_000))
@@ -184,37 +189,72 @@ final class CachingURLCacheTests: XCTestCase {
         CacheFiles.totalSize(in: directory)
     }
 
+    /// Puts `response` for `request` in the memory tier alone: a record the disk tier lacks (one
+    /// whose write it refused or that it evicted), which a move of memory to disk writes.
+    private func putInMemoryAlone(_ response: CachedURLResponse, for request: URLRequest, in cache: CachingURLCache) {
+        let key = cache.key(for: request.url!)
+        let entry = CachingURLCache.entry(from: response, request: CacheRequest(request, key: key), policy: .heuristic(), now: Date())
+        cache.store.memory.store(CacheRecord(key: key, variants: [entry]))
+    }
+
     /// UIKit's memory warning, posted by name as UIKit posts it: memory is written to disk and
-    /// emptied (a Linux-built stand-in for the UIKit hook, which observes the same name).
-    func testAMemoryWarningMovesTheMemoryTierToDisk() {
+    /// emptied (a Linux-built stand-in for the UIKit hook, which observes the same name) — all but
+    /// what the app stored for memory only, which is dropped and never reaches a file.
+    func testAMemoryWarningMovesTheMemoryTierToDiskButNotWhatIsKeptInMemoryOnly() {
         let cache = makeCache()
         XCTAssertEqual(CachingURLCache.memoryWarningNotification.rawValue, "UIApplicationDidReceiveMemoryWarningNotification")
         cache.observeMemoryWarnings(true)
-        let (request, response) = cached("https://example.com/warned", body: Data.pattern(2_000), policy: .allowedInMemoryOnly)
-        cache.storeCachedResponse(response, for: request)
+        let (request, response) = cached("https://example.com/warned", body: Data.pattern(2_000))
+        putInMemoryAlone(response, for: request, in: cache)
+        let (secretRequest, secretResponse) = cached("https://example.com/private", body: Data("memory-only-s3cr3t".utf8),
+                                                     policy: .allowedInMemoryOnly)
+        cache.storeCachedResponse(secretResponse, for: secretRequest)
         cache.waitUntilSettled()
-        XCTAssertEqual(cache.statistics.memory.entryCount, 1)
-        XCTAssertEqual(cache.statistics.disk.entryCount, 0, "memory only until the warning")
+        XCTAssertEqual(cache.statistics.memory.entryCount, 2)
+        XCTAssertEqual(cache.statistics.disk.entryCount, 0, "in memory alone until the warning")
+        XCTAssertEqual(cache.cachedResponse(for: secretRequest)?.storagePolicy, .allowedInMemoryOnly)
 
         NotificationCenter.default.post(name: CachingURLCache.memoryWarningNotification, object: nil)
         cache.waitUntilSettled()
         XCTAssertEqual(cache.statistics.memory.entryCount, 0)
         XCTAssertEqual(cache.statistics.disk.entryCount, 1)
         XCTAssertEqual(makeCache().cachedResponse(for: request)?.data, Data.pattern(2_000), "on disk, byte for byte")
+        XCTAssertEqual(CacheFiles.files(in: directory, containing: Data("memory-only-s3cr3t".utf8)), [])
+        XCTAssertNil(makeCache().cachedResponse(for: secretRequest))
+    }
+
+    /// The `CachedURLResponse`s kept for the next lookups (each with its body) are let go on a
+    /// memory warning and by `flushMemoryToDisk()`.
+    func testAMemoryWarningLetsGoOfTheResponsesKeptForTheURLCacheAPI() {
+        let cache = makeCache()
+        cache.observeMemoryWarnings(true)
+        for index in 0..<3 {
+            let (request, response) = cached("https://example.com/kept\(index)", body: Data.pattern(10_000))
+            cache.storeCachedResponse(response, for: request)
+            XCTAssertNotNil(cache.cachedResponse(for: request))
+        }
+        XCTAssertEqual(cache.keptResponseCount, 3)
+        NotificationCenter.default.post(name: CachingURLCache.memoryWarningNotification, object: nil)
+        XCTAssertEqual(cache.keptResponseCount, 0, "let go before the post returns")
+        cache.waitUntilSettled()
+
+        XCTAssertNotNil(cache.cachedResponse(for: URLRequest(url: URL(string: "https://example.com/kept0")!)))
+        XCTAssertEqual(cache.keptResponseCount, 1)
+        cache.flushMemoryToDisk()
+        XCTAssertEqual(cache.keptResponseCount, 0)
     }
 
     /// The handler returns without waiting for the disk. With the disk worker held, a warning
-    /// whose move has 12 MB of memory-only records to write (beyond the disk tier's 8 MiB of
-    /// staging, so the move itself must wait for the worker) is posted from another thread: the
-    /// post returns while the worker is still held, and the move completes once it runs. Before,
-    /// the post waited for the held worker (the expectation timed out).
+    /// whose move has 12 MB of records the disk tier lacks to write (beyond the disk tier's 8 MiB
+    /// of staging, so the move itself must wait for the worker) is posted from another thread:
+    /// the post returns while the worker is still held, and the move completes once it runs.
+    /// Before, the post waited for the held worker (the expectation timed out).
     func testAMemoryWarningReturnsWithoutWaitingForTheDisk() {
         let cache = makeCache(memory: 64 << 20, disk: 256 << 20)
         cache.observeMemoryWarnings(true)
         let requests = (0..<12).map { index -> URLRequest in
-            let (request, response) = cached("https://example.com/big\(index)", body: Data(repeating: UInt8(index), count: 1 << 20),
-                                             policy: .allowedInMemoryOnly)
-            cache.storeCachedResponse(response, for: request)
+            let (request, response) = cached("https://example.com/big\(index)", body: Data(repeating: UInt8(index), count: 1 << 20))
+            putInMemoryAlone(response, for: request, in: cache)
             return request
         }
         cache.waitUntilSettled()
@@ -243,11 +283,41 @@ final class CachingURLCacheTests: XCTestCase {
         }
     }
 
-    func testCachesOnlyObserveMemoryWarningsWhereUIKitPostsThem() {
+    /// `diskPath: "http-cache"`, the form `Docs/migrating.md` starts from, names a directory under
+    /// the user's caches directory (Apple's documentation of the initialiser, for iOS), never one
+    /// under the working directory (`/` in an iOS app: nothing could be written, and the cache
+    /// would be memory-only without a word). An absolute path is used as it is.
+    func testARelativeDiskPathLandsUnderTheCachesDirectory() throws {
+        let name = "CachingProtocolTests-relative-\(UUID().uuidString)"
+        let caches = try XCTUnwrap(FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first)
+        let expected = caches.appendingPathComponent(name, isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: expected) }
+        let cache = CachingURLCache(memoryCapacity: 0, diskCapacity: 1 << 20, diskPath: name)
+        XCTAssertEqual(cache.directory.standardizedFileURL.path, expected.standardizedFileURL.path)
+        let (request, response) = cached("https://example.com/relative", body: Data.pattern(3_000))
+        cache.storeCachedResponse(response, for: request)
+        cache.waitUntilSettled()
+        XCTAssertEqual(CacheFiles.entryNames(in: expected).count, 1, "the entry is on disk there")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: FileManager.default.currentDirectoryPath + "/" + name))
+
+        let absolute = CachingURLCache(memoryCapacity: 0, diskCapacity: 1 << 20, diskPath: directory.path)
+        XCTAssertEqual(absolute.directory.standardizedFileURL.path, directory.standardizedFileURL.path)
+        XCTAssertNil(CachingURLCache.directory(forDiskPath: nil), "nil: the default directory")
+    }
+
+    /// Caches made the ordinary way answer memory warnings on Apple platforms only (UIKit's
+    /// notification, which they observe there; on macOS nothing but this test posts it).
+    func testCachesObserveMemoryWarningsOnlyOnApplePlatforms() {
         let cache = makeCache()
         let (request, response) = cached("https://example.com/kept", body: Data.pattern(500), policy: .allowedInMemoryOnly)
         cache.storeCachedResponse(response, for: request)
         NotificationCenter.default.post(name: CachingURLCache.memoryWarningNotification, object: nil)
+        cache.waitUntilSettled()   // the move runs off the posting thread
         XCTAssertEqual(cache.statistics.memory.entryCount, CachingURLCache.observesMemoryWarnings ? 0 : 1)
+        #if canImport(Darwin)
+        XCTAssertTrue(CachingURLCache.observesMemoryWarnings)
+        #else
+        XCTAssertFalse(CachingURLCache.observesMemoryWarnings)
+        #endif
     }
 }

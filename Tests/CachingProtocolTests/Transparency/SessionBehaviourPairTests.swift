@@ -137,6 +137,63 @@ final class SessionBehaviourPairTests: CachingTestCase {
         XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
     }
 
+    /// An API answers 302 to another origin (a presigned storage URL), loaded twice so the second
+    /// redirect is the stored one. What reaches each origin — the `Authorization` the app set and
+    /// the cookies — is the same with the layer as without, for a task nobody is asked about and
+    /// for one whose delegate allows the redirect (corelibs copies the request's header fields
+    /// to the next hop, and adds the jar's cookies only when it follows on its own).
+    func testACrossOriginRedirectSendsEachOriginWhatFoundationSends() async throws {
+        let storage = try LoopbackOrigin(now: clock.read)
+        defer { storage.stop() }
+        let target = URL(string: "http://localhost:\(storage.port)/blob?signature=abc")!
+        origin.handle("/file") { _ in
+            OriginResponse(status: 302, headers: [HTTPField("Location", target.absoluteString),
+                                                  HTTPField("Cache-Control", "public, max-age=600")], body: Data("moved".utf8))
+        }
+        storage.handle("/blob") { _ in .text("blob", headers: [HTTPField("Cache-Control", "public, max-age=600")]) }
+        for hasDelegate in [false, true] {
+            var observed: [String] = []
+            var answeredByTheLayer = 0
+            for withLayer in [false, true] {
+                origin.resetLog()
+                storage.resetLog()
+                cache.removeAll()
+                let configuration = URLSessionConfiguration.ephemeral
+                let jar = configuration.httpCookieStorage!
+                jar.setCookie(HTTPCookie(properties: [.domain: "127.0.0.1", .path: "/", .name: "api", .value: "1"])!)
+                jar.setCookie(HTTPCookie(properties: [.domain: "localhost", .path: "/", .name: "store", .value: "2"])!)
+                let caching = makeConfiguration()
+                if withLayer { CachingURLProtocol.inject(into: configuration, using: caching) }
+                let delegate = AppDelegate()
+                let session = URLSession(configuration: configuration, delegate: hasDelegate ? delegate : nil, delegateQueue: nil)
+                defer { session.finishTasksAndInvalidate() }
+                var request = URLRequest(url: origin.url("/file"))
+                request.setValue("Bearer app-token", forHTTPHeaderField: "Authorization")
+                var results: [String] = []
+                for _ in 0..<2 {
+                    if hasDelegate {
+                        let response = await runDelegateTask(request, in: session, delegate: delegate)
+                        results.append("\(response?.statusCode ?? 0) \(response?.url?.path ?? "-")")
+                    } else {
+                        results.append(await runCompletionTask(session, request))
+                    }
+                }
+                // Each distinct request once: through the layer the second load is answered from the cache.
+                let traffic = Set(origin.requests.map { "api \($0.method) \($0.target)" + Self.credentials($0) }
+                                  + storage.requests.map { "storage \($0.method) \($0.target)" + Self.credentials($0) })
+                observed.append((results + traffic.sorted()).joined(separator: "\n"))
+                if withLayer { answeredByTheLayer = caching.statistics.hits }
+            }
+            XCTAssertTrue(observed[0].contains("storage GET /blob?signature=abc"), observed[0])
+            XCTAssertEqual(observed[1], observed[0], "delegate: \(hasDelegate)")
+            XCTAssertGreaterThan(answeredByTheLayer, 0, "the second time the layer answered from the cache")
+        }
+    }
+
+    private static func credentials(_ request: OriginRequest) -> String {
+        " authorization=\(request.header("Authorization") ?? "-") cookie=\(request.header("Cookie") ?? "-")"
+    }
+
     func testACookieJarThatAcceptsNothingStaysEmpty() async throws {
         origin.handle("/login") { _ in
             OriginResponse(status: 200, headers: [HTTPField("Set-Cookie", "session=alice; Path=/")], body: Data("ok".utf8))

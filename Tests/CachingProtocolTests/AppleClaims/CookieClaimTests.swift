@@ -1,0 +1,107 @@
+#if canImport(Darwin)
+import Foundation
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// Foundation fact A6 on an Apple platform: a protocol is given the request before the system
+/// adds the session's cookies, so the layer adds them itself (`SessionSettings.addsSessionCookies`);
+/// and the cache's upstream session, made from a copy of the app's configuration, shares the
+/// app's cookie jar — which holds only if `copy()` of a configuration keeps its cookie storage,
+/// the ephemeral configuration's in-memory jar included. Pairs: the same app code without and
+/// with the layer.
+final class CookieClaimTests: CachingTestCase {
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        origin.handle("/login") { _ in
+            .text("welcome", headers: [HTTPField("Set-Cookie", "session=abc; Path=/"), HTTPField("Cache-Control", "no-store")])
+        }
+        origin.handle("/profile") { request in
+            .text("cookie: \(request.header("Cookie") ?? "none")", headers: [HTTPField("Cache-Control", "no-store")])
+        }
+    }
+
+    private func cookie(_ name: String, _ value: String) -> HTTPCookie {
+        HTTPCookie(properties: [.name: name, .value: value, .domain: "127.0.0.1", .path: "/"])!
+    }
+
+    /// A cookie in the session's jar: the request the protocols are asked about carries no
+    /// `Cookie` field, and the origin still gets the cookie through the layer, as without it.
+    func testA6_theProtocolIsGivenTheRequestBeforeTheSystemAddsCookies() async throws {
+        var answers: [String] = []
+        for withLayer in [false, true] {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.httpCookieStorage?.setCookie(cookie("claim", "1"))
+            if withLayer {
+                CachingURLProtocol.inject(into: configuration, using: makeConfiguration())
+                CookieWatcher.seen.withLock { $0 = [] }
+                // Asked first, takes nothing: it sees what the layer is given next.
+                configuration.protocolClasses = [CookieWatcher.self] + (configuration.protocolClasses ?? [])
+            }
+            let session = URLSession(configuration: configuration)
+            defer { session.finishTasksAndInvalidate() }
+            let (data, _) = try await session.data(for: request("/profile"))
+            answers.append(String(decoding: data, as: UTF8.self))
+        }
+        XCTAssertEqual(answers, ["cookie: claim=1", "cookie: claim=1"], "the origin gets the session's cookie either way")
+        let seen = CookieWatcher.seen.withLock { $0 }
+        XCTAssertFalse(seen.isEmpty, "the watcher was asked")
+        XCTAssertEqual(seen.filter { $0 != "no Cookie" }, [], "a protocol is given the request without the session's cookies")
+    }
+
+    /// `copy()` keeps an ephemeral configuration's cookie jar (and credential storage): the
+    /// same objects, not copies.
+    func testA6_theCookieStorageOfAnEphemeralConfigurationSurvivesCopy() throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        let copy = try XCTUnwrap(configuration.copy() as? URLSessionConfiguration)
+        XCTAssertNotNil(configuration.httpCookieStorage)
+        XCTAssertTrue(copy.httpCookieStorage === configuration.httpCookieStorage, "the same jar")
+        XCTAssertTrue(copy.urlCredentialStorage === configuration.urlCredentialStorage, "the same credential storage")
+        XCTAssertFalse(configuration.httpCookieStorage === HTTPCookieStorage.shared, "an ephemeral jar of its own")
+    }
+
+    /// An ephemeral session with the layer: a `Set-Cookie` the origin sends lands in the app
+    /// session's own jar (through the upstream session, made from a copy of the configuration),
+    /// not in the shared one, and the next request carries it — as without the layer.
+    func testA6_aCookieSetThroughTheLayerLandsInTheEphemeralSessionsJar() async throws {
+        var observed: [[String]] = []
+        for withLayer in [false, true] {
+            let configuration = URLSessionConfiguration.ephemeral
+            if withLayer { CachingURLProtocol.inject(into: configuration, using: makeConfiguration()) }
+            let session = URLSession(configuration: configuration)
+            defer { session.finishTasksAndInvalidate() }
+            var results: [String] = []
+            for path in ["/login", "/profile"] {
+                let (data, _) = try await session.data(for: request(path))
+                results.append(String(decoding: data, as: UTF8.self))
+            }
+            let jar = (configuration.httpCookieStorage?.cookies ?? []).map { "\($0.name)=\($0.value)" }
+            let shared = (HTTPCookieStorage.shared.cookies ?? []).filter { $0.domain == "127.0.0.1" }.map(\.name)
+            observed.append(results + ["jar: \(jar)", "shared: \(shared)"])
+        }
+        XCTAssertEqual(observed[0], ["welcome", "cookie: session=abc", "jar: [\"session=abc\"]", "shared: []"])
+        XCTAssertEqual(observed[1], observed[0])
+    }
+}
+
+/// A protocol asked before the layer that records whether the request it is asked about has a
+/// `Cookie` field, and takes nothing.
+private final class CookieWatcher: URLProtocol {
+    static let seen = Locked<[String]>([])
+
+    override class func canInit(with request: URLRequest) -> Bool {
+        record(request)
+        return false
+    }
+
+    override class func canInit(with task: URLSessionTask) -> Bool {
+        if let request = task.currentRequest { record(request) }
+        return false
+    }
+
+    private static func record(_ request: URLRequest) {
+        let cookie = request.value(forHTTPHeaderField: "Cookie")
+        seen.withLock { $0.append(cookie.map { "Cookie: \($0)" } ?? "no Cookie") }
+    }
+}
+#endif
