@@ -453,12 +453,6 @@ final class DiskStore: Sendable {
         }
     }
 
-    /// The pinned keys, in pinning order, as the pins file says now (read again when another
-    /// process changed it).
-    var pinnedKeys: [String] {
-        currentPins().keys
-    }
-
     /// Whether `key` is pinned, as the pins file said when last read (no file is read here).
     func isPinned(_ key: String) -> Bool {
         read { $0.pins.contains(EntryDigest(key: key)) }
