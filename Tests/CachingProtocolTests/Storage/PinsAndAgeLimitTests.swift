@@ -3,7 +3,7 @@ import XCTest
 
 /// What pins and the age limit change in `DiskLedger`, driven without a disk, and the pins
 /// file's format.
-final class StoragePinsAndAgeTests: XCTestCase {
+final class PinsAndAgeLimitTests: XCTestCase {
     private let base = Date(timeIntervalSinceReferenceDate: 700_000_000)
 
     /// Stages `key` and writes it as the worker does, with a file of `size` bytes, used at `seconds`.
@@ -57,7 +57,7 @@ final class StoragePinsAndAgeTests: XCTestCase {
     }
 }
 
-extension StoragePinsAndAgeTests {
+extension PinsAndAgeLimitTests {
     func testExpiryRemovesRecordsStoredBeforeTheCutoffExceptPinnedOnes() {
         // Given a and b stored at 0, c at 100, with a pinned
         var state = DiskLedger()

@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
+final class DiskStoreTests: TemporaryDirectoryTestCase {
     private var clock = SteppingClock()
 
     override func setUpWithError() throws {

@@ -4,7 +4,7 @@ import XCTest
 /// The disk tier when the disk will not cooperate. Tests run as root, which ignores permission
 /// bits, so an unwritable directory is made with a regular file in its place or with tmpfs
 /// mounts (read-only, or 64 KB to fill up); the mount tests skip where mounting is not permitted.
-final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
+final class DiskDegradationTests: TemporaryDirectoryTestCase {
     private let clock = SteppingClock()
 
     private func makeStore(_ directory: URL, capacity: Int = 10 * 1024 * 1024) -> DiskStore {

@@ -3,7 +3,7 @@ import XCTest
 
 /// Many threads storing, reading and removing the same keys at once: every body read back must
 /// be exactly a body that was stored for that key (none lost, torn, or another key's).
-final class StorageStressTests: TemporaryDirectoryTestCase {
+final class ConcurrentStoreTests: TemporaryDirectoryTestCase {
     private let threads = 8
     private let operationsPerThread = 10_000
 
