@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the Apple claim kit (Tests/CachingProtocolTests/AppleClaims) on a Mac and prints one row per
-# claim of Docs/foundation-facts.md (A1-A18) and of Docs/platforms.md's "What only a Mac can still
+# claim of Docs/foundation-facts.md (A1-A22) and of Docs/platforms.md's "What only a Mac can still
 # prove" (M1-M4): pass, FAIL, skipped, or not run. Written on Linux and never run: see
 # Docs/platforms.md, "The Apple claim kit".
 #
@@ -40,6 +40,10 @@ claims=(
     "A16|A16|fcntl(F_FULLFSYNC) is accepted where the cache writes"
     "A17|A17|the cache observes UIKit's own memory warning (iOS, tvOS)"
     "A18|A18|macOS: memory pressure turning critical moves memory to disk; the source goes with the cache"
+    "A19|A19|each redirect hop is made anew: the jar's cookies for its URL, no Authorization to another origin; through the layer each origin receives the same fields"
+    "A20|A20|User-Agent and Accept-Language are added after the protocols saw the request; through the layer the origin receives the same values"
+    "A21|A21|a protocol gets an httpBody as a stream; no client call asks for a body stream or reports upload progress; an upload through the layer is sent and reported as without it"
+    "A22|A22|URLSessionTask declares no public session (compile time); the task a protocol is asked about leads to no session delegate"
     "M1|A14|server trust through the layer (the A14 tests)"
     "M2|M2|responds(to:) finds Swift delegates' challenge and redirect methods, async forms included; a task's own delegate is set when the system asks about the task"
     "M3|M3|a followed redirect never ends with the 3xx, over 1,000 runs, while the delegate decides and without one"

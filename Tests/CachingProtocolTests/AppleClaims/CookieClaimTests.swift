@@ -34,9 +34,9 @@ final class CookieClaimTests: CachingTestCase {
             configuration.httpCookieStorage?.setCookie(cookie("claim", "1"))
             if withLayer {
                 CachingURLProtocol.inject(into: configuration, using: makeConfiguration())
-                CookieWatcher.seen.withLock { $0 = [] }
+                RequestWatcher.reset()
                 // Asked first, takes nothing: it sees what the layer is given next.
-                configuration.protocolClasses = [CookieWatcher.self] + (configuration.protocolClasses ?? [])
+                configuration.protocolClasses = [RequestWatcher.self] + (configuration.protocolClasses ?? [])
             }
             let session = URLSession(configuration: configuration)
             defer { session.finishTasksAndInvalidate() }
@@ -44,9 +44,9 @@ final class CookieClaimTests: CachingTestCase {
             answers.append(String(decoding: data, as: UTF8.self))
         }
         XCTAssertEqual(answers, ["cookie: claim=1", "cookie: claim=1"], "the origin gets the session's cookie either way")
-        let seen = CookieWatcher.seen.withLock { $0 }
-        XCTAssertFalse(seen.isEmpty, "the watcher was asked")
-        XCTAssertEqual(seen.filter { $0 != "no Cookie" }, [], "a protocol is given the request without the session's cookies")
+        let cookies = RequestWatcher.values(of: "Cookie")
+        XCTAssertFalse(cookies.isEmpty, "the watcher was asked")
+        XCTAssertEqual(cookies.compactMap { $0 }, [], "a protocol is given the request without the session's cookies")
     }
 
     /// `copy()` keeps an ephemeral configuration's cookie jar (and credential storage): the
@@ -81,27 +81,6 @@ final class CookieClaimTests: CachingTestCase {
         }
         XCTAssertEqual(observed[0], ["welcome", "cookie: session=abc", "jar: [\"session=abc\"]", "shared: []"])
         XCTAssertEqual(observed[1], observed[0])
-    }
-}
-
-/// A protocol asked before the layer that records whether the request it is asked about has a
-/// `Cookie` field, and takes nothing.
-private final class CookieWatcher: URLProtocol {
-    static let seen = Locked<[String]>([])
-
-    override class func canInit(with request: URLRequest) -> Bool {
-        record(request)
-        return false
-    }
-
-    override class func canInit(with task: URLSessionTask) -> Bool {
-        if let request = task.currentRequest { record(request) }
-        return false
-    }
-
-    private static func record(_ request: URLRequest) {
-        let cookie = request.value(forHTTPHeaderField: "Cookie")
-        seen.withLock { $0.append(cookie.map { "Cookie: \($0)" } ?? "no Cookie") }
     }
 }
 #endif

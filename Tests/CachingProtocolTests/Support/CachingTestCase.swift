@@ -78,6 +78,17 @@ class CachingTestCase: XCTestCase {
 
     // MARK: Requests
 
+    /// A session on an ephemeral configuration without Foundation's own cache, whose first
+    /// protocol class is `first` (one that watches or answers requests before the system's own
+    /// protocols see them), with `delegate`. The caller invalidates it.
+    func sessionAskingFirst(_ first: AnyClass, delegate: (any URLSessionDelegate)? = nil) -> URLSession {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        configuration.urlCache = nil
+        configuration.protocolClasses = [first] + (configuration.protocolClasses ?? [])
+        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
     func request(_ path: String, method: String = "GET", headers: [String: String] = [:],
                  cachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy, body: Data? = nil) -> URLRequest {
         var request = URLRequest(url: origin.url(path), cachePolicy: cachePolicy)
