@@ -312,7 +312,10 @@ struct TaskQueueExecutor: ClientExecutor {
     let queue: DispatchQueue?
 
     func run(_ work: @escaping @Sendable () -> Void) {
-        if let queue { queue.sync(execute: work) } else { work() }
+        // On a queue the upstream marked (it hands a fetched head and body over on its transfer's
+        // queue, `TaskWorkQueue.mark`), the delivery is already on corelibs' one serial queue:
+        // it runs there, and waiting for the app task's queue would deadlock.
+        if let queue, !TaskWorkQueue.isCurrentMarked { queue.sync(execute: work) } else { work() }
     }
 }
 #endif

@@ -33,6 +33,9 @@ final class NotStoredReasonTests: CachingTestCase {
             Case(path: "/moved-with-cookie", response: OriginResponse(status: 301, headers: [
                 HTTPField("Location", "/stored-target"), HTTPField("Set-Cookie", "seen=1; Path=/nowhere"),
             ]), expected: .cookieSetOnRedirect),
+            Case(path: "/events", response: OriginResponse(status: 200, headers: [
+                maxAge, HTTPField("Content-Type", "text/event-stream; charset=utf-8"),
+            ], body: Data("data: 1\n\n".utf8)), expected: .eventStream),
         ]
     }
 
