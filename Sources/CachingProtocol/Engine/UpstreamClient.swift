@@ -153,7 +153,6 @@ final class UpstreamClient: Sendable {
         // delegate that keeps nothing peaked at 660 MB). The router's work there is short; the
         // transfer's end goes on on another queue (`TransferRouter.finish`).
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: CallbacksInPlace())
-        TaskWorkQueue.markWorkQueue(of: session)
         #else
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
         #endif
@@ -265,12 +264,37 @@ final class UpstreamTask: Sendable {
 
 #if canImport(FoundationNetworking)
 /// A delegate queue that runs each callback at once, on the thread that hands it over: corelibs'
-/// work queue (see `UpstreamClient.init`).
+/// work queue (see `UpstreamClient.init`), and says so while it runs (`UpstreamCallback`).
 private final class CallbacksInPlace: OperationQueue, @unchecked Sendable {
     // @unchecked: it keeps no state of its own; OperationQueue is declared @unchecked Sendable.
     override func addOperation(_ block: @Sendable @escaping () -> Void) {
-        block()
+        UpstreamCallback.run(block)
     }
+}
+
+/// Whether the current thread runs a callback of one of the cache's upstream sessions, which on
+/// Linux runs on corelibs' work queue (`UpstreamClient.init`). Work there may call a client of
+/// corelibs' directly (every session's queue targets that one serial queue, so it is serialised
+/// with each session's task registry), and must not wait for another corelibs queue, which
+/// would deadlock (`TaskQueueExecutor`).
+enum UpstreamCallback {
+    static var isRunning: Bool {
+        pthread_getspecific(key) != nil
+    }
+
+    /// Runs `body`, saying so to `isRunning` on this thread meanwhile.
+    static func run(_ body: () -> Void) {
+        let outer = pthread_getspecific(key)
+        pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))
+        defer { pthread_setspecific(key, outer) }
+        body()
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
 }
 #endif
 

@@ -1,3 +1,6 @@
+#if canImport(FoundationNetworking)
+@_spi(Reflection) import Swift
+#endif
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -89,6 +92,42 @@ struct AsyncTaskDelegate: Sendable {
     /// resumes and never changed); nil when a corelibs release has no such field, and then
     /// nothing is relayed.
     private static let asyncCallFlagOffset = TaskFields.offset(of: "_callCompletionHandlerInline", type: Bool.self)
+}
+
+/// Where `URLSessionTask` keeps an internal stored property, found once in the class's field
+/// layout with the runtime's field reflection: reading it at that offset costs a load, not a
+/// `Mirror`. Only for fields set when the task is made and never changed.
+enum TaskFields {
+    /// The offset of the field `name` of type `type`, or nil when corelibs has no such field.
+    static func offset(of name: String, type: Any.Type) -> Int? {
+        var offset: Int?
+        // `_EachFieldOptions.classType` (1 << 0), spelled by value: the stdlib declares it a
+        // mutable static, which Swift 6 refuses to read.
+        _ = _forEachField(of: URLSessionTask.self, options: _EachFieldOptions(rawValue: 1 << 0)) { fieldName, fieldOffset, fieldType, _ in
+            guard String(cString: fieldName) == name, fieldType == type else { return true }
+            offset = fieldOffset
+            return false
+        }
+        return offset
+    }
+}
+#endif
+
+#if canImport(FoundationNetworking)
+/// The work queue of an app's task: corelibs' internal `URLSessionTask.workQueue` (a `let`), a
+/// serial queue targeting its session's, where corelibs changes the session's task registry and
+/// calls its own protocols' clients (see `TaskQueueExecutor`); nil when a corelibs release has
+/// no such field.
+enum TaskWorkQueue {
+    /// The queue of `task`; call it from `startLoading`, while the task is alive.
+    static func of(_ task: URLSessionTask?) -> DispatchQueue? {
+        guard let task, let offset = fieldOffset else { return nil }
+        return withExtendedLifetime(task) {
+            Unmanaged.passUnretained(task).toOpaque().load(fromByteOffset: offset, as: DispatchQueue.self)
+        }
+    }
+
+    private static let fieldOffset = TaskFields.offset(of: "workQueue", type: DispatchQueue.self)
 }
 #endif
 
