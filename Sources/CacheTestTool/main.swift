@@ -67,7 +67,8 @@ func describe(_ data: Data?, _ response: URLResponse?, _ error: Error?) -> Strin
 /// - `cutting-logger-after`: as `pieces-logger-after`, with a logger that hands on only the
 ///   first 100,000 bytes of every body, in one piece, and ends it cleanly.
 /// (The shared session's tasks cannot have a delegate of their own on Linux: such a task never
-/// starts, with or without the layer. Delegates are in the in-process pair tests.)
+/// starts, with or without the layer, Docs/foundation-facts.md, L24. Delegates are in the
+/// in-process pair tests.)
 func registeredProtocols(scenario: String, withLayer: Bool, base: URL, directory: String) -> Never {
     let notStored = AppProtocols.Record<[String]>([])
     func register() {

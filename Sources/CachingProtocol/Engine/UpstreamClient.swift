@@ -111,9 +111,6 @@ final class URLSessionUpstream: Upstream {
         return client.send(request, wholeBody: wholeBody, clock: clock, listener: listener, completion: completion)
     }
 
-    /// How many upstream sessions are kept now (for tests).
-    var sessionCount: Int { clients.withLock { $0.byKey.count } }
-
     func shutdown() {
         let released = clients.withLock { clients in
             defer { clients.byKey = [:] }
@@ -135,7 +132,8 @@ final class URLSessionUpstream: Upstream {
 ///
 /// Threading: `send` may be called from any thread except inside a `URLProtocol` callback on
 /// Linux (creating a task there deadlocks the shared session queue; the engine always hops to its
-/// own queue first). Completions run on the session's delegate queue.
+/// own queue first). Completions run on a global queue on Linux (`TransferRouter.offWorkQueue`),
+/// on the session's delegate queue elsewhere.
 final class UpstreamClient: Sendable {
     private let session: URLSession
     private let router: TransferRouter
@@ -149,9 +147,9 @@ final class UpstreamClient: Sendable {
         // app's client in order with the reads, as they reach a task's own delegate without the
         // layer, at the pace the reads go. Handed to a delegate queue, they would wait there: the
         // app's client may be called only on corelibs' queue, which a fast transfer keeps busy
-        // to its end, so every piece read meanwhile would be held in memory (a 300 MB body to a
-        // delegate that keeps nothing peaked at 660 MB). The router's work there is short; the
-        // transfer's end goes on on another queue (`TransferRouter.finish`).
+        // to its end, so every piece read meanwhile would be held in memory
+        // (Docs/foundation-facts.md, L22). The router's work there is short; the transfer's end,
+        // challenges and redirects go on on another queue (`TransferRouter.offWorkQueue`).
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: CallbacksInPlace())
         #else
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
@@ -478,7 +476,7 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
     /// Keeps the piece while the body may still be stored or someone needs it whole, and relays
     /// it when the listener asked: memory stays bounded by `maximumEntrySize` for a body only
     /// handed on (a stream, a large download to a delegate), as it is without the layer.
-    /// Pieces come one at a time, in order, on the session's serial delegate queue.
+    /// Pieces come one at a time, in order (on Linux on corelibs' work queue, `UpstreamClient.init`).
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let id = dataTask.taskIdentifier
         let (listener, relays, passesLimit) = transfers.withLock { transfers -> (UpstreamListener?, Bool, Bool) in

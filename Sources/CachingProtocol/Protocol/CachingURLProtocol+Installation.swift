@@ -16,7 +16,8 @@ public enum RegistrationStatus: Sendable, Equatable {
     /// Registered, and not checked (Linux). `URLSession.shared` consults the protocol when the
     /// process made no `URLSession` before ``CachingURLProtocol/register(_:)``:
     /// swift-corelibs-foundation registers its own protocols when the first session is made,
-    /// behind those registered by then, and the shared session consults them in that order.
+    /// behind those registered by then, and the shared session consults them in that order
+    /// (`Docs/foundation-facts.md`, L21).
     /// Whether a session was made cannot be seen without making one, which would put
     /// Foundation's HTTP protocol ahead of every protocol the app registers afterwards (a stub, a
     /// logger), so `register()` does not look. Register at launch, before anything makes a

@@ -316,7 +316,8 @@ struct TaskQueueExecutor: ClientExecutor {
     func run(_ work: @escaping @Sendable () -> Void) {
         // Inside an upstream session's callback (a fetched head or piece of body) the delivery is
         // already on corelibs' one serial queue: it runs there, in order with the transfer's
-        // reads, and waiting for the app task's queue would deadlock (`UpstreamCallback`).
+        // reads, and waiting for the app task's queue would deadlock (`UpstreamCallback`;
+        // Docs/foundation-facts.md, L22).
         if let queue, !UpstreamCallback.isRunning { queue.sync(execute: work) } else { work() }
     }
 }

@@ -171,9 +171,6 @@ enum SessionClasses {
         }
     }
 
-    /// How many classes are bound now (for tests).
-    static var boundCount: Int { registry.withLock { $0.bindings.count } }
-
     /// Drops every binding (`unregister()`): sessions of those classes load through Foundation
     /// from now on, their engines shut down when nothing else holds them, and the classes are
     /// reused for later injections.
