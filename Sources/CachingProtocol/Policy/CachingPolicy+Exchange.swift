@@ -45,12 +45,27 @@ struct ReceivedHead: @unchecked Sendable {
     var status: Int { response.statusCode }
 }
 
-/// A complete response from the origin.
+/// A response from the origin whose transfer ended without an error.
 struct ReceivedResponse: Sendable {
     let head: ReceivedHead
+    /// The body as the upstream kept it: every byte that arrived, unless `isBodyKept` is false.
     let body: Data
+    /// How many body bytes arrived, kept or not.
+    let bodyLength: Int
+    /// False when the upstream stopped keeping the body once it could not be stored (it was
+    /// too large, or its head ruled storing out) and only handed it on as it arrived
+    /// (`UpstreamListener.upstreamDidReceiveHead`).
+    let isBodyKept: Bool
     /// Wall-clock seconds the transfer took, for the bandwidth estimate.
     let transferSeconds: TimeInterval
+
+    init(head: ReceivedHead, body: Data, transferSeconds: TimeInterval, bodyLength: Int? = nil, isBodyKept: Bool = true) {
+        self.head = head
+        self.body = body
+        self.bodyLength = bodyLength ?? body.count
+        self.isBodyKept = isBodyKept
+        self.transferSeconds = transferSeconds
+    }
 }
 
 /// Which request of an exchange the origin answered.
@@ -59,6 +74,13 @@ enum SentRequest: Sendable, Equatable {
     case planned(method: String)
     /// The plain GET sent after a HEAD found the stored response changed.
     case bodyAfterHead
+
+    var method: String {
+        switch self {
+        case .planned(let method): return method
+        case .bodyAfterHead: return "GET"
+        }
+    }
 }
 
 /// What an exchange does after the origin answered one of its requests.
@@ -146,19 +168,19 @@ extension CachingPolicy {
         case (.unsafe, _):
             return .finish(Self.afterUnsafe(result, for: request, keyRules: context.keyRules))
         case (.fetch(let fallback, let forward), _):
-            return .finish(fetched(result, for: request, fallback: fallback, forward: forward, context: context))
+            return .finish(fetched(result, to: sent.method, for: request, fallback: fallback, forward: forward, context: context))
         case (.revalidate(let entry, _), .bodyAfterHead):
-            return .finish(fetched(result, for: request, fallback: entry, forward: .stale, context: context))
+            return .finish(fetched(result, to: sent.method, for: request, fallback: entry, forward: .stale, context: context))
         case (.revalidate(let entry, _), .planned(let method)):
             guard case .success(let received) = result else {
-                return .finish(fetched(result, for: request, fallback: entry, forward: .stale, context: context))
+                return .finish(fetched(result, to: method, for: request, fallback: entry, forward: .stale, context: context))
             }
             let head = received.head
             if Self.redirectTarget(of: head, for: request) != nil {
                 // The resource moves elsewhere now: a GET's answer is the redirect to store and
                 // follow; a HEAD's is fetched again as a GET (a HEAD redirect leads to a HEAD).
                 guard method == "HEAD" else {
-                    return .finish(fetched(result, for: request, fallback: entry, forward: .stale, context: context))
+                    return .finish(fetched(result, to: method, for: request, fallback: entry, forward: .stale, context: context))
                 }
                 return .fetchBody
             }
@@ -172,7 +194,7 @@ extension CachingPolicy {
                     ? .store(updated, memoryOnly: Self.isKeptInMemoryOnly(updated.headers)) : .removeVariant
                 return .finish(ExchangeOutcome(answer: .stored(updated, status), storage: storage, verdict: .notModified))
             case .changed(bodyIncluded: true):
-                return .finish(fetched(result, for: request, fallback: entry, forward: .stale, context: context))
+                return .finish(fetched(result, to: method, for: request, fallback: entry, forward: .stale, context: context))
             case .serverError:
                 return .finish(Self.staleAfterError(entry, originStatus: head.status, now: context.now))
             case .changed(bodyIncluded: false):
@@ -211,8 +233,8 @@ extension CachingPolicy {
 
     /// A fetched response (or the failure to get one): stored when the policy allows, replacing
     /// or dropping what was stored, or a stale fallback when the origin failed and it may serve.
-    private func fetched(_ result: Result<ReceivedResponse, Error>, for request: CacheRequest, fallback: CacheEntry?,
-                         forward: CacheStatus.Forward, context: ExchangeContext) -> ExchangeOutcome {
+    private func fetched(_ result: Result<ReceivedResponse, Error>, to method: String, for request: CacheRequest,
+                         fallback: CacheEntry?, forward: CacheStatus.Forward, context: ExchangeContext) -> ExchangeOutcome {
         let received: ReceivedResponse
         switch result {
         case .failure(let error):
@@ -233,8 +255,11 @@ extension CachingPolicy {
         if head.status >= 500, let fallback, mayServeAfterError(fallback, request: request, now: context.now) {
             return Self.staleAfterError(fallback, originStatus: head.status, now: context.now)
         }
-        var decision = storageDecision(for: head, request: request, bodyBytes: received.body.count,
+        var decision = storageDecision(for: head, request: request, bodyBytes: received.bodyLength,
                                        maximumEntrySize: context.maximumEntrySize)
+        if case .store = decision, let missing = Self.incompleteness(of: received, to: method) {
+            decision = .doNotStore(reason: missing, code: .incompleteBody)
+        }
         var storage = ExchangeOutcome.Storage.none
         switch decision {
         case .store(let lifetime, let initialAge):
