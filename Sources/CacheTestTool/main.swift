@@ -1,9 +1,10 @@
 // A helper process for tests that need a process of their own: registration against
-// URLSession.shared (which exists once per process), several processes sharing one cache
-// directory (`hammer`, `read-all`), a process killed in the middle of writes (`write-loop`),
-// a process that may not read the cache's files (`fill`, then `read-all-as`), and one that
-// pins in a directory another process uses (`pin`, `pinned`). Not a
-// user-facing tool.
+// URLSession.shared (which exists once per process), with protocols the app registers too
+// (`registered-protocols`), the peak memory of one large body and the resources left after many
+// sessions (`peak-memory`, `token-refresh`), several processes sharing one cache directory (`hammer`,
+// `read-all`), a process killed in the middle of writes (`write-loop`), a process that may not
+// read the cache's files (`fill`, then `read-all-as`), and one that pins in a directory another
+// process uses (`pin`, `pinned`). Not a user-facing tool.
 import CachingProtocol
 import Foundation
 #if canImport(FoundationNetworking)
@@ -32,6 +33,187 @@ func fetchThroughSharedSession(_ url: URL) {
         done.signal()
     }.resume()
     done.wait()
+}
+
+/// Loads `request` through URLSession.shared with a completion handler: "status <n> bytes
+/// <count> <body, when short>", or the error code.
+func loadThroughSharedSession(_ request: URLRequest) -> String {
+    let done = DispatchSemaphore(value: 0)
+    let outcome = AppProtocols.Record("")
+    URLSession.shared.dataTask(with: request) { data, response, error in
+        outcome.change { $0 = describe(data, response, error) }
+        done.signal()
+    }.resume()
+    done.wait()
+    return outcome.read { $0 }
+}
+
+func describe(_ data: Data?, _ response: URLResponse?, _ error: Error?) -> String {
+    if let error { return "error \((error as? URLError)?.code.rawValue ?? -1)" }
+    let data = data ?? Data()
+    let text = data.count <= 32 ? " " + String(decoding: data, as: UTF8.self) : ""
+    return "status \((response as? HTTPURLResponse)?.statusCode ?? 0) bytes \(data.count)\(text)"
+}
+
+/// registered-protocols SCENARIO with|without BASE-URL DIR: the same app code without and with
+/// `register()`, with a stub or a logger of the app's registered as well (AppProtocols), against
+/// the origin at BASE-URL. Prints `status=…` (with the layer), one `result …` line per request,
+/// and what the app's protocol did. Scenarios:
+/// - `stub-after`: `register()`, then the stub (for /stubbed); GETs of /stubbed and /real.
+/// - `stub-before`: the stub, then `register()`; the same GETs.
+/// - `logger-after`: `register()`, then the logger; GETs of /fresh, /plain, a POST of /form.
+/// - `pieces-logger-after`: `register()`, then the logger; /big twice (a completion handler gets
+///   only the last of the logger's pieces, Docs/foundation-facts.md, L10).
+/// - `cutting-logger-after`: as `pieces-logger-after`, with a logger that hands on only the
+///   first 100,000 bytes of every body, in one piece, and ends it cleanly.
+/// (The shared session's tasks cannot have a delegate of their own on Linux: such a task never
+/// starts, with or without the layer, Docs/foundation-facts.md, L27. Delegates are in the
+/// in-process pair tests.)
+func registeredProtocols(scenario: String, withLayer: Bool, base: URL, directory: String) -> Never {
+    let notStored = AppProtocols.Record<[String]>([])
+    func register() {
+        let cache = CachingURLCache(memoryCapacity: 4 << 20, diskCapacity: 16 << 20, directory: URL(fileURLWithPath: directory))
+        let status = CachingURLProtocol.register(CachingConfiguration(cache: cache, observer: { event in
+            if let reason = event.notStoredReason { notStored.change { $0.append("\(reason)") } }
+        }))
+        print("status=\(status)")
+    }
+    func get(_ path: String) -> String { loadThroughSharedSession(URLRequest(url: base.appendingPathComponent(path))) }
+    AppProtocols.Stub.routes.change { $0["/stubbed"] = AppProtocols.Stub.Canned(body: Data("stubbed".utf8)) }
+    switch scenario {
+    case "stub-after", "stub-before":
+        if scenario == "stub-before" { _ = URLProtocol.registerClass(AppProtocols.Stub.self) }
+        if withLayer { register() }
+        if scenario == "stub-after" { _ = URLProtocol.registerClass(AppProtocols.Stub.self) }
+        for path in ["stubbed", "real", "stubbed", "real"] { print("result \(path): \(get(path))") }
+        print("stub answered \(AppProtocols.Stub.answered.read { $0 })")
+    case "logger-after", "pieces-logger-after", "cutting-logger-after":
+        if withLayer { register() }
+        _ = URLProtocol.registerClass(AppProtocols.Logger.self)
+        if scenario == "logger-after" {
+            for path in ["fresh", "fresh", "plain"] { print("result \(path): \(get(path))") }
+            var post = URLRequest(url: base.appendingPathComponent("form"))
+            post.httpMethod = "POST"
+            post.httpBody = Data("a=1".utf8)
+            print("result form: \(loadThroughSharedSession(post))")
+        } else {
+            if scenario == "cutting-logger-after" { AppProtocols.Logger.cutsBodyAfter.change { $0 = 100_000 } }
+            print("result big: \(get("big"))")
+            print("result big, again: \(get("big"))")
+        }
+        print("logger saw \(AppProtocols.Logger.seen.read { $0 })")
+    default:
+        fail("unknown scenario \(scenario)")
+    }
+    if withLayer {
+        let statistics = CachingURLProtocol.statistics
+        print("layer fetched=\(statistics.fetched) hits=\(statistics.hits) not-stored=\(notStored.read { $0 })")
+    }
+    exit(0)
+}
+
+// MARK: - Resources, for the memory and session-churn tests
+
+/// A field of /proc/self/status, in kB for sizes ("VmHWM", "VmRSS") or a count ("Threads"); -1
+/// where there is no such file (macOS).
+func processStatus(_ field: String) -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return -1 }
+    for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
+        return Int(line.dropFirst(field.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "") ?? -1
+    }
+    return -1
+}
+
+/// How many file descriptors the process has open (-1 where /proc is missing).
+func openDescriptors() -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+}
+
+/// The caching configuration of the resource tests: a cache of its own in DIR, of 100 MB on disk,
+/// so the largest response it stores is 5 MB (`maximumEntrySize`, 5% of the disk capacity).
+func resourceTestConfiguration(directory: String, notStored: AppProtocols.Record<[String]>) -> CachingConfiguration {
+    let cache = CachingURLCache(memoryCapacity: 8 << 20, diskCapacity: 100 << 20, directory: URL(fileURLWithPath: directory))
+    return CachingConfiguration(cache: cache, observer: { event in
+        if let reason = event.notStoredReason { notStored.change { $0.append("\(reason)") } }
+    })
+}
+
+/// A delegate that counts the body's bytes and lets each piece go, as an app that writes a
+/// download to a file or handles a stream's events does.
+final class DiscardingDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    let done = DispatchSemaphore(value: 0)
+    let state = AppProtocols.Record((bytes: 0, outcome: ""))
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        state.change { $0.bytes += data.count }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        state.change { state in
+            let status = (task.response as? HTTPURLResponse)?.statusCode ?? 0
+            state.outcome = error.map { "error \(($0 as? URLError)?.code.rawValue ?? -1)" } ?? "status \(status) bytes \(state.bytes)"
+        }
+        done.signal()
+    }
+}
+
+/// peak-memory with|without URL DIR: one GET of URL as the task of a delegate that lets every
+/// piece go, on a session made from the default configuration, with the layer injected (cache in
+/// DIR) or not. Prints the outcome and the peak resident size (`VmHWM`, kB).
+func peakMemory(withLayer: Bool, url: URL, directory: String) -> Never {
+    let notStored = AppProtocols.Record<[String]>([])
+    let configuration = URLSessionConfiguration.default
+    if withLayer {
+        CachingURLProtocol.inject(into: configuration, using: resourceTestConfiguration(directory: directory, notStored: notStored))
+    }
+    let delegate = DiscardingDelegate()
+    let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    session.dataTask(with: url).resume()
+    delegate.done.wait()
+    print("result \(delegate.state.read { $0.outcome })")
+    print("peak-rss-kb \(processStatus("VmHWM"))")
+    if withLayer { print("not-stored \(notStored.read { $0 })") }
+    exit(0)
+}
+
+/// A session delegate that says when its session is invalidated.
+final class InvalidationWaiter: NSObject, URLSessionDelegate, Sendable {
+    let invalidated = DispatchSemaphore(value: 0)
+
+    func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {
+        invalidated.signal()
+    }
+}
+
+/// token-refresh with|without URL DIR COUNT: what an app does at each token refresh, COUNT
+/// times: a new configuration with a fresh `Authorization` in `httpAdditionalHeaders`, the layer
+/// injected into it (cache in DIR) or not, a session, one GET of URL, and the session
+/// invalidated (waited for). Prints the open descriptors, threads and resident size (kB) after
+/// the first 100 refreshes and after all of them: `resources after=N fds=… threads=… rss-kb=…`.
+func tokenRefresh(withLayer: Bool, url: URL, directory: String, count: Int) -> Never {
+    let notStored = AppProtocols.Record<[String]>([])
+    let caching = resourceTestConfiguration(directory: directory, notStored: notStored)
+    for refresh in 1...count {
+        let configuration = URLSessionConfiguration.default
+        configuration.httpAdditionalHeaders = ["Authorization": "Bearer token-\(refresh)-\(UUID().uuidString)"]
+        if withLayer { CachingURLProtocol.inject(into: configuration, using: caching) }
+        let waiter = InvalidationWaiter()
+        let session = URLSession(configuration: configuration, delegate: waiter, delegateQueue: nil)
+        let done = DispatchSemaphore(value: 0)
+        let outcome = AppProtocols.Record("")
+        session.dataTask(with: url) { data, response, error in
+            outcome.change { $0 = describe(data, response, error) }
+            done.signal()
+        }.resume()
+        done.wait()
+        session.finishTasksAndInvalidate()
+        waiter.invalidated.wait()
+        if refresh == 1 { print("result \(outcome.read { $0 })") }
+        if refresh == 100 || refresh == count {
+            print("resources after=\(refresh) fds=\(openDescriptors()) threads=\(processStatus("Threads")) rss-kb=\(processStatus("VmRSS"))")
+        }
+    }
+    exit(0)
 }
 
 // MARK: - Self-verifying entries, for the multi-process and kill -9 tests
@@ -221,6 +403,22 @@ case "register":
     print("registration=\(status)")
     fetchThroughSharedSession(url)
     fetchThroughSharedSession(url)
+case "registered-protocols":
+    guard arguments.count == 5, ["with", "without"].contains(arguments[2]), let base = URL(string: arguments[3]) else {
+        fail("usage: registered-protocols SCENARIO with|without BASE-URL DIR")
+    }
+    registeredProtocols(scenario: arguments[1], withLayer: arguments[2] == "with", base: base, directory: arguments[4])
+case "peak-memory":
+    guard arguments.count == 4, ["with", "without"].contains(arguments[1]), let url = URL(string: arguments[2]) else {
+        fail("usage: peak-memory with|without URL DIR")
+    }
+    peakMemory(withLayer: arguments[1] == "with", url: url, directory: arguments[3])
+case "token-refresh":
+    guard arguments.count == 5, ["with", "without"].contains(arguments[1]), let url = URL(string: arguments[2]),
+          let count = Int(arguments[4]), count >= 100 else {
+        fail("usage: token-refresh with|without URL DIR COUNT (COUNT at least 100)")
+    }
+    tokenRefresh(withLayer: arguments[1] == "with", url: url, directory: arguments[3], count: count)
 case "write-loop":
     guard arguments.count == 4, let keys = Int(arguments[2]), keys > 0 else { fail("usage: write-loop DIR KEYS WRITER") }
     writeLoop(directory: arguments[1], keys: keys, writer: arguments[3])

@@ -55,7 +55,8 @@ public struct CachingConfiguration: Sendable {
     /// Rules for some of the requests, by host, path prefix or predicate; the first that matches
     /// a request wins (see ``CachingRule``). Default none: every request follows ``policy``.
     public var rules: [CachingRule] { didSet { identity = Identity() } }
-    /// Where warnings go (for example "registered too late"). Default: standard error.
+    /// Where warnings go. Default: standard error. (Nothing is logged at present: the
+    /// registration check that warned was dropped, ``CachingURLProtocol/register(_:)``.)
     public var log: @Sendable (String) -> Void { didSet { identity = Identity() } }
 
     /// A configuration; every argument has the default documented on its property.

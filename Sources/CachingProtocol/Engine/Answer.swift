@@ -51,6 +51,10 @@ protocol LoadClient: Sendable {
     /// Whether the client takes a body fetched from the origin as it arrives (`receiveHead`,
     /// then `receiveChunk`), rather than whole in the answer.
     var streamsBody: Bool { get }
+    /// Whether the answer must carry the whole body even when the client took its pieces as
+    /// they arrived (an `async` call on Linux, whose delegate gets the pieces and whose caller the
+    /// whole body). Default: when it does not stream.
+    var needsWholeBody: Bool { get }
     /// The response, before its body (only when `streamsBody`).
     func receiveHead(_ response: HTTPURLResponse)
     /// A piece of the body, in order (only after `receiveHead`).
@@ -67,6 +71,7 @@ protocol LoadClient: Sendable {
 extension LoadClient {
     var redirects: RedirectHandling { .follow }
     var streamsBody: Bool { false }
+    var needsWholeBody: Bool { !streamsBody }
     func receiveHead(_ response: HTTPURLResponse) {}
     func receiveChunk(_ data: Data) {}
     func answer(_ challenge: URLAuthenticationChallenge,

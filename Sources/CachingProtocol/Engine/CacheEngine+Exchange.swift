@@ -115,8 +115,8 @@ extension CacheEngine {
     /// Feeds the bandwidth estimate: an exponentially weighted average of transfers of 16 KB or
     /// more (smaller ones measure latency rather than bandwidth).
     private func recordTransfer(_ received: ReceivedResponse) {
-        guard received.body.count >= 16_384, received.transferSeconds > 0 else { return }
-        let sample = Double(received.body.count) / received.transferSeconds
+        guard received.bodyLength >= 16_384, received.transferSeconds > 0 else { return }
+        let sample = Double(received.bodyLength) / received.transferSeconds
         configuration.identity.counters.withLock { counters in
             counters.estimatedBandwidth = counters.estimatedBandwidth.map { $0 * 0.7 + sample * 0.3 } ?? sample
         }
@@ -234,6 +234,9 @@ final class ExchangeListener: UpstreamListener {
         var trip = CacheEngine.Trip()
         /// The loads that got the response head, and so get the body's pieces.
         var streamingTo: [LoadClient] = []
+        /// Those of them that need nothing more than the pieces (`Load.needsWholeBody` false),
+        /// by their handles.
+        var takingPiecesOnly: Set<ObjectIdentifier> = []
     }
     private let state = Locked(State())
 
@@ -252,6 +255,7 @@ final class ExchangeListener: UpstreamListener {
             state.sent = sent
             state.trip.methods.append(method)
             state.streamingTo = []
+            state.takingPiecesOnly = []
         }
     }
 
@@ -261,7 +265,7 @@ final class ExchangeListener: UpstreamListener {
             switch result {
             case .success(let received):
                 state.trip.originStatus = received.head.status
-                state.trip.bytes += received.body.count
+                state.trip.bytes += received.bodyLength
             case .failure:
                 state.trip.originStatus = nil
             }
@@ -279,26 +283,61 @@ final class ExchangeListener: UpstreamListener {
         starter.client.answer(challenge, reply: answer)
     }
 
-    func upstreamDidReceiveHead(_ head: ReceivedHead) -> Bool {
+    /// Hands the head to the loads that take the body as it arrives, and says how much of the
+    /// body to keep: all of it while a load needs it whole (a completion handler, an `async`
+    /// call, a load that joins later); up to `maximumEntrySize` while it may be stored; none
+    /// when the head rules storing out (`no-store`, an event stream, a `Content-Length` over the
+    /// limit, a status or `Vary` the policy does not store, an answer only forwarded). Once the
+    /// body is not kept, the exchange takes no more loads: one coming later sends its own request.
+    func upstreamDidReceiveHead(_ head: ReceivedHead) -> BodyHandling {
         let sent = state.withLock { $0.sent }
         var waiters = exchange.waiting.filter(\.load.streamsBody)
         if head.route.answeredWithCredential { waiters = waiters.filter { !$0.collapsed } }
-        guard !waiters.isEmpty else { return false }
+        guard !waiters.isEmpty else { return .keepWhole }
         let request = exchange.request
+        let policy = engine.policy(for: request)
         let context = ExchangeContext(storedPart: nil, maximumEntrySize: engine.store.maximumEntrySize, now: engine.configuration.now())
-        guard let status = engine.policy(for: request).streamedStatus(of: head, to: sent, of: exchange.plan, for: request,
-                                                                      context: context) else { return false }
+        guard let status = policy.streamedStatus(of: head, to: sent, of: exchange.plan, for: request, context: context) else {
+            return .keepWhole
+        }
         let response = engine.deliverable(head, status: engine.keyed(status, for: request))
-        state.withLock { $0.streamingTo = waiters.map(\.load.client) }
+        state.withLock { state in
+            state.streamingTo = waiters.map(\.load.client)
+            state.takingPiecesOnly = Set(waiters.filter { !$0.load.needsWholeBody }.map { ObjectIdentifier($0.load.handle) })
+        }
         for waiter in waiters {
             let marked = waiter.load.followedStoredRedirect ? engine.markedAsReachedThroughStoredRedirect(response) : response
             waiter.load.client.receiveHead(marked)
         }
-        return true
+        if mayBeStored(head, policy: policy, maximumEntrySize: context.maximumEntrySize) {
+            return BodyHandling(relays: true, keepsUpTo: context.maximumEntrySize)
+        }
+        return BodyHandling(relays: true, keepsUpTo: stopsKeepingBody() ? 0 : nil)
     }
 
     func upstreamDidReceiveBody(_ data: Data) {
         for client in state.withLock({ $0.streamingTo }) { client.receiveChunk(data) }
+    }
+
+    /// Whether the response `head` begins may still be stored once its body is in: an answer only
+    /// forwarded never is, others as their head lets the policy tell.
+    private func mayBeStored(_ head: ReceivedHead, policy: CachingPolicy, maximumEntrySize: Int) -> Bool {
+        if case .forward = exchange.plan { return false }
+        guard case .store = policy.storageDecision(for: head, request: exchange.request, bodyBytes: nil,
+                                                   maximumEntrySize: maximumEntrySize) else { return false }
+        return true
+    }
+
+    /// The body grew past `maximumEntrySize`: it will not be stored.
+    func upstreamBodyPassesLimit() -> Bool {
+        stopsKeepingBody()
+    }
+
+    /// Whether the body may stop being kept: when every load waiting takes only its pieces. Then
+    /// the exchange is closed to loads that would join it, which could not get the body whole.
+    private func stopsKeepingBody() -> Bool {
+        let takingPiecesOnly = state.withLock { $0.takingPiecesOnly }
+        return exchange.closeToJoiners(ifEvery: { takingPiecesOnly.contains(ObjectIdentifier($0.load.handle)) })
     }
 
     var isWanted: Bool { exchange.isRunning }

@@ -13,6 +13,9 @@ struct Load: Sendable {
     /// What the client asked for when the load was made (read once: the engine never calls back
     /// into the protocol to learn it).
     let streamsBody: Bool
+    /// Whether the answer must carry the whole body, even when the client took its pieces as
+    /// they arrived (`LoadClient.needsWholeBody`).
+    let needsWholeBody: Bool
     let redirects: RedirectHandling
     let started: DispatchTime
     /// Whether it may share an upstream request with identical loads: not when it is retried
@@ -32,6 +35,7 @@ struct Load: Sendable {
         self.started = started
         self.handle = handle
         streamsBody = client.streamsBody
+        needsWholeBody = client.needsWholeBody
         redirects = client.redirects
     }
 
@@ -181,6 +185,12 @@ final class Exchange: Sendable {
         machine.withLock { $0.waiting.map(\.waiter) }
     }
 
+    /// Refuses the loads that would join from now on (they start an exchange of their own) when
+    /// every load waiting now passes `test`; whether it did (true as well when nobody waits).
+    func closeToJoiners(ifEvery test: (Waiter) -> Bool) -> Bool {
+        machine.withLock { $0.closeToJoiners(ifEvery: test) }
+    }
+
     fileprivate func join(_ waiter: Waiter) -> ExchangeStateMachine<Waiter, UpstreamTask>.JoinAction {
         machine.withLock { $0.join(waiter) }
     }
@@ -321,6 +331,8 @@ struct ExchangeStateMachine<Waiter, Task> {
     private var state = State.running(waiters: [:], task: nil)
     /// The number the next waiter gets: numbers say in which order loads joined.
     private var nextNumber = 1
+    /// Set when the exchange takes no more waiters while it runs (`closeToJoiners`).
+    private var isClosedToJoiners = false
 
     /// What `join` asks of its caller.
     enum JoinAction {
@@ -365,7 +377,7 @@ struct ExchangeStateMachine<Waiter, Task> {
 
     /// A load asks to wait for this exchange's answer.
     mutating func join(_ waiter: Waiter) -> JoinAction {
-        guard case .running(var waiters, let task) = state else { return .refused }
+        guard case .running(var waiters, let task) = state, !isClosedToJoiners else { return .refused }
         let number = nextNumber
         nextNumber += 1
         waiters[number] = waiter
@@ -384,6 +396,16 @@ struct ExchangeStateMachine<Waiter, Task> {
         }
         state = .abandoned
         return .abandon(cancelling: task)
+    }
+
+    /// Takes no more waiters from now on if every waiter now passes `test` (the body of the
+    /// answer will not be kept, and a load joining later could not get it): whether it closed.
+    /// An exchange nobody waits for any more is closed already.
+    mutating func closeToJoiners(ifEvery test: (Waiter) -> Bool) -> Bool {
+        guard case .running(let waiters, _) = state else { return true }
+        guard waiters.values.allSatisfy(test) else { return false }
+        isClosedToJoiners = true
+        return true
     }
 
     /// The caller is about to send an upstream request (the first, or a follow-up GET).

@@ -29,8 +29,16 @@ struct SessionSettings: Sendable, Hashable {
     private var fingerprint: Fingerprint { recorded.fingerprint }
 
     /// The settings of a session made from `configuration`, whose delegate has `delegate`'s traits.
+    /// `configuration.protocolClasses` are the app's own (the caching protocol's left out): the
+    /// cache's upstream session consults them in their order (`upstreamConfiguration`).
     init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits = .none) {
-        recorded = RecordedConfiguration(configuration: configuration.copy() as! URLSessionConfiguration, delegate: delegate)
+        self.init(recording: configuration.copy() as! URLSessionConfiguration, delegate: delegate, readsSharedSessionClasses: false)
+    }
+
+    /// Settings that keep `configuration` itself (a copy no one else holds).
+    private init(recording configuration: URLSessionConfiguration, delegate: DelegateTraits, readsSharedSessionClasses: Bool) {
+        recorded = RecordedConfiguration(configuration: configuration, delegate: delegate,
+                                         readsSharedSessionClasses: readsSharedSessionClasses)
     }
 
     /// What the session's delegate decides that the cache must know of (`DelegateTraits`).
@@ -93,9 +101,18 @@ struct SessionSettings: Sendable, Hashable {
         }.joined(separator: ", ")
     }
 
-    /// The settings of `URLSessionConfiguration.default`: those of `URLSession.shared`, and of
-    /// every injected configuration that changes none of them.
+    /// The settings of `URLSessionConfiguration.default`: those of every injected configuration
+    /// that changes none of them, and of loads no app session makes (prefetch, cached-then-fresh).
     static let standard = SessionSettings(URLSessionConfiguration.default)
+
+    /// The settings of `URLSession.shared`, which ``CachingURLProtocol/register(_:)`` serves: those
+    /// of `URLSessionConfiguration.default`, except for the protocol classes its upstream session
+    /// consults. Those are the shared session's own, read when that upstream session is made
+    /// (`upstreamConfiguration`): on Linux the shared session copies the classes registered when
+    /// it is created (Docs/foundation-facts.md, L1, L12), so a protocol the app registered before
+    /// its first use answers the cache's requests as it would the app's. Not read before: reading
+    /// `URLSession.shared` creates it.
+    static let sharedSession = SessionSettings(recording: URLSessionConfiguration.default, delegate: .none, readsSharedSessionClasses: true)
 
     /// `URLRequest`'s default `timeoutInterval`, and `URLSessionConfiguration`'s default
     /// `timeoutIntervalForRequest`.
@@ -196,16 +213,13 @@ struct SessionSettings: Sendable, Hashable {
         guard !Self.addsSessionCookies, recorded.configuration.httpShouldSetCookies else { return self }
         let configuration = recorded.configuration.copy() as! URLSessionConfiguration
         configuration.httpShouldSetCookies = false
-        return SessionSettings(configuration, delegate: delegate)
+        return SessionSettings(recording: configuration, delegate: delegate, readsSharedSessionClasses: recorded.readsSharedSessionClasses)
     }
 
     /// These settings for a session whose delegate the cache cannot see (`DelegateTraits.unnamed(in:)`).
     var withUnnamedDelegate: SessionSettings {
         SessionSettings(recorded.configuration, delegate: .unnamed(in: recorded.configuration))
     }
-
-    /// Whether `apply(to:)` changes nothing, so the base protocol class can serve the session.
-    var isStandard: Bool { self == Self.standard }
 
     // MARK: The upstream session
 
@@ -214,7 +228,11 @@ struct SessionSettings: Sendable, Hashable {
     /// constrained network rules, `waitsForConnectivity` and connection limits apply to the
     /// cache's requests as they would to the app's. What differs, and why:
     /// - `protocolClasses` leave the caching protocol out (`isCachingProtocol`): the cache never
-    ///   intercepts its own traffic;
+    ///   intercepts its own traffic. The app's other classes stay, in their order, so a stub or
+    ///   a logger of the app's answers or sees the cache's requests as it would the app's; when
+    ///   none of Foundation's own classes is among them (an app that lists only its own, as
+    ///   Mocker has it), Foundation's follow, so the cache's requests never fall through to the
+    ///   registered classes, the caching protocol among them;
     /// - no `urlCache`, and `reloadIgnoringLocalCacheData`: the cache is this layer;
     /// - the app's `urlCredentialStorage` is kept: a challenge the app answers with default
     ///   handling finds the credentials its own session would find, the challenge forwarded to it
@@ -229,12 +247,49 @@ struct SessionSettings: Sendable, Hashable {
     ///   except for the `forRequestsAsGiven` settings.
     func upstreamConfiguration(leavingOut isCachingProtocol: (AnyClass) -> Bool) -> URLSessionConfiguration {
         let configuration = recorded.configuration.copy() as! URLSessionConfiguration
-        configuration.protocolClasses = (configuration.protocolClasses ?? []).filter { !isCachingProtocol($0) }
+        let appClasses = recorded.readsSharedSessionClasses ? Self.sharedSessionProtocolClasses() : (configuration.protocolClasses ?? [])
+        configuration.protocolClasses = Self.endingWithFoundationProtocols(appClasses.filter { !isCachingProtocol($0) })
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpAdditionalHeaders = nil
         if Self.addsSessionCookies { configuration.httpShouldSetCookies = false }
         return configuration
+    }
+
+    /// What tells upstream sessions apart: the settings minus those `apply(to:)` carries on each
+    /// request (additional header fields, the cache policy, which the upstream session overrides).
+    /// Sessions that differ only there (a fresh `Authorization` in `httpAdditionalHeaders` for
+    /// each token refresh) share one upstream session; their exchanges and stored answers stay
+    /// apart (`Exchange.ID` compares the whole settings and the request's fields).
+    var upstreamKey: UpstreamKey { recorded.upstreamKey }
+
+    struct UpstreamKey: Hashable, Sendable {
+        fileprivate let fingerprint: Fingerprint
+    }
+
+    /// Foundation's own protocol classes, as a new session configuration lists them (HTTP, FTP and
+    /// WebSocket on Linux).
+    static var foundationProtocolClasses: [AnyClass] {
+        URLSessionConfiguration.default.protocolClasses ?? []
+    }
+
+    /// `classes`, followed by Foundation's own classes when none of them is among them.
+    static func endingWithFoundationProtocols(_ classes: [AnyClass]) -> [AnyClass] {
+        let foundation = foundationProtocolClasses
+        let foundationIDs = Set(foundation.map(ObjectIdentifier.init))
+        return classes.contains { foundationIDs.contains(ObjectIdentifier($0)) } ? classes : classes + foundation
+    }
+
+    /// The classes `URLSession.shared` consults. On Linux its configuration lists them (the
+    /// classes registered when it was made; it falls back to those registered since only for a
+    /// request none of them takes). Apple's shared session consults the registered classes at
+    /// every task, newest first, and lists only the system's: those are the upstream's there.
+    private static func sharedSessionProtocolClasses() -> [AnyClass] {
+        #if canImport(FoundationNetworking)
+        URLSession.shared.configuration.protocolClasses ?? []
+        #else
+        foundationProtocolClasses
+        #endif
     }
 
     static func == (lhs: SessionSettings, rhs: SessionSettings) -> Bool {
@@ -254,14 +309,23 @@ private final class RecordedConfiguration: @unchecked Sendable {
     let configuration: URLSessionConfiguration
     let fingerprint: Fingerprint
     let fingerprintHash: Int
+    let upstreamKey: SessionSettings.UpstreamKey
+    /// Whether the upstream session consults `URLSession.shared`'s protocol classes
+    /// (`SessionSettings.sharedSession`) rather than the configuration's.
+    let readsSharedSessionClasses: Bool
     /// Whether the configuration adds no header fields, keeps the default request timeout and
     /// the default cache policy: then `apply(to:)` has nothing to change but cookies.
     let keepsRequestDefaults: Bool
 
-    init(configuration: URLSessionConfiguration, delegate: DelegateTraits) {
+    init(configuration: URLSessionConfiguration, delegate: DelegateTraits, readsSharedSessionClasses: Bool) {
         self.configuration = configuration
-        fingerprint = Fingerprint(configuration, delegate: delegate)
+        self.readsSharedSessionClasses = readsSharedSessionClasses
+        fingerprint = Fingerprint(configuration, delegate: delegate, sharedSession: readsSharedSessionClasses)
         fingerprintHash = fingerprint.hashValue
+        var upstream = fingerprint
+        upstream.additionalHeaders = [:]
+        upstream.requestCachePolicy = 0
+        upstreamKey = SessionSettings.UpstreamKey(fingerprint: upstream)
         keepsRequestDefaults = fingerprint.additionalHeaders.isEmpty
             && (fingerprint.timeoutIntervalForRequest <= 0 || fingerprint.timeoutIntervalForRequest == SessionSettings.defaultTimeout)
             && configuration.requestCachePolicy == .useProtocolCachePolicy
@@ -269,8 +333,13 @@ private final class RecordedConfiguration: @unchecked Sendable {
 }
 
 /// The settings that tell two session configurations apart, as values.
-private struct Fingerprint: Hashable {
+private struct Fingerprint: Hashable, Sendable {
     var additionalHeaders: [String: String] = [:]
+    /// The protocol classes, in order: which of the app's own come before the layer decides what
+    /// the layer sees, and the upstream session consults them (`upstreamConfiguration`).
+    var protocolClasses: [ObjectIdentifier]
+    /// `SessionSettings.sharedSession`: the classes are the shared session's, read later.
+    var sharedSession: Bool
     var timeoutIntervalForRequest: TimeInterval
     var timeoutIntervalForResource: TimeInterval
     var requestCachePolicy: UInt
@@ -289,8 +358,10 @@ private struct Fingerprint: Hashable {
     /// What the session's delegate decides (trust, redirects).
     var delegate: DelegateTraits
 
-    init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits) {
+    init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits, sharedSession: Bool) {
         self.delegate = delegate
+        self.sharedSession = sharedSession
+        protocolClasses = (configuration.protocolClasses ?? []).map(ObjectIdentifier.init)
         for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
             guard let name = name as? String else { continue }
             additionalHeaders[name] = (value as? String) ?? String(describing: value)

@@ -16,14 +16,31 @@ protocol UpstreamListener: Sendable {
     /// authentication where the platform asks before delivering the 401). `answer` it.
     func upstreamDidReceiveChallenge(_ challenge: URLAuthenticationChallenge,
                             answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
-    /// The response head arrived. True when its body should be handed on as it arrives
-    /// (`upstreamDidReceiveBody(_:)`), as well as collected.
-    func upstreamDidReceiveHead(_ head: ReceivedHead) -> Bool
-    /// A piece of the body of a response for which `upstreamDidReceiveHead` said true.
+    /// The response head arrived: what to do with its body as it arrives.
+    func upstreamDidReceiveHead(_ head: ReceivedHead) -> BodyHandling
+    /// A piece of the body of a response whose `BodyHandling` relays it.
     func upstreamDidReceiveBody(_ data: Data)
+    /// The kept body is about to pass `BodyHandling.keepsUpTo`: true to stop keeping it (what was
+    /// kept is dropped, and the rest is only relayed), false to keep all of it after all.
+    func upstreamBodyPassesLimit() -> Bool
     /// Whether the transfer is still wanted, asked just before it starts: false when every load
     /// that waited for it left meanwhile.
     var isWanted: Bool { get }
+}
+
+/// What an upstream transfer does with a response's body as it arrives (the answer to
+/// `UpstreamListener.upstreamDidReceiveHead`).
+struct BodyHandling: Sendable, Equatable {
+    /// Hand each piece to the listener as it arrives (`upstreamDidReceiveBody`).
+    var relays: Bool
+    /// Keep the body (for the answer and the store) only while it is at most this many bytes;
+    /// nil: keep all of it; 0: keep none of it. Past the limit the listener is asked
+    /// (`upstreamBodyPassesLimit`). A body not kept whole reaches the engine with
+    /// `ReceivedResponse.isBodyKept` false.
+    var keepsUpTo: Int?
+
+    /// Keep the whole body, relay nothing: the answer is the whole response.
+    static let keepWhole = BodyHandling(relays: false, keepsUpTo: nil)
 }
 
 /// Where the engine sends what it asks the origin: `URLSessionUpstream` in an app, a fake in the
@@ -44,12 +61,24 @@ protocol Upstream: Sendable {
 }
 
 /// The origin, reached through one private `URLSession` per distinct app session settings
-/// (`SessionSettings.upstreamConfiguration`), made on first use.
+/// (`SessionSettings.upstreamConfiguration`, told apart by `SessionSettings.upstreamKey`: not by
+/// the header fields each request carries), made on first use. At most `maximumSessions` are
+/// kept, those used most recently: the one used least recently is invalidated when another is
+/// needed (its running transfers finish), so an app that makes new sessions with new settings
+/// all the time does not accumulate connections and threads. Dropped sessions are made again
+/// when their settings come back.
 final class URLSessionUpstream: Upstream {
-    private let clients = Locked<[SessionSettings: UpstreamClient]>([:])
+    private struct Clients {
+        var byKey: [SessionSettings.UpstreamKey: (client: UpstreamClient, lastUse: UInt64)] = [:]
+        var clock: UInt64 = 0
+    }
+    private let clients = Locked(Clients())
     private let clock: @Sendable () -> Date
     /// Which protocol classes the upstream sessions leave out (the caching protocol's).
     private let isCachingProtocol: @Sendable (AnyClass) -> Bool
+
+    /// How many upstream sessions are kept (see `URLSessionUpstream`).
+    static let maximumSessions = 8
 
     /// Stamps request and response dates with `clock`; never consults the classes
     /// `isCachingProtocol` picks.
@@ -58,21 +87,34 @@ final class URLSessionUpstream: Upstream {
         self.isCachingProtocol = isCachingProtocol
     }
 
+    deinit {
+        shutdown()
+    }
+
     func send(_ request: URLRequest, from settings: SessionSettings, wholeBody: Bool, listener: UpstreamListener?,
               completion: @escaping @Sendable (Result<ReceivedResponse, Error>) -> Void) -> UpstreamTask {
-        let client = clients.withLock { clients in
-            if let existing = clients[settings] { return existing }
+        let key = settings.upstreamKey
+        let (client, dropped) = clients.withLock { clients -> (UpstreamClient, UpstreamClient?) in
+            clients.clock += 1
+            if let existing = clients.byKey[key]?.client {
+                clients.byKey[key]?.lastUse = clients.clock
+                return (existing, nil)
+            }
             let made = UpstreamClient(configuration: settings.upstreamConfiguration(leavingOut: isCachingProtocol))
-            clients[settings] = made
-            return made
+            clients.byKey[key] = (made, clients.clock)
+            guard clients.byKey.count > Self.maximumSessions,
+                  let oldest = clients.byKey.min(by: { $0.value.lastUse < $1.value.lastUse }) else { return (made, nil) }
+            clients.byKey[oldest.key] = nil
+            return (made, oldest.value.client)
         }
+        dropped?.shutdown()
         return client.send(request, wholeBody: wholeBody, clock: clock, listener: listener, completion: completion)
     }
 
     func shutdown() {
         let released = clients.withLock { clients in
-            defer { clients = [:] }
-            return Array(clients.values)
+            defer { clients.byKey = [:] }
+            return clients.byKey.values.map(\.client)
         }
         for client in released { client.shutdown() }
     }
@@ -90,7 +132,8 @@ final class URLSessionUpstream: Upstream {
 ///
 /// Threading: `send` may be called from any thread except inside a `URLProtocol` callback on
 /// Linux (creating a task there deadlocks the shared session queue; the engine always hops to its
-/// own queue first). Completions run on the session's delegate queue.
+/// own queue first). Completions run on a global queue on Linux (`TransferRouter.offWorkQueue`),
+/// on the session's delegate queue elsewhere.
 final class UpstreamClient: Sendable {
     private let session: URLSession
     private let router: TransferRouter
@@ -98,7 +141,19 @@ final class UpstreamClient: Sendable {
     /// A client whose session is made from `configuration`.
     init(configuration: URLSessionConfiguration) {
         router = TransferRouter()
+        #if canImport(FoundationNetworking)
+        // The delegate callbacks run where corelibs makes them, on the session's work queue (one
+        // serial queue for every session): a response's head and each piece of its body reach the
+        // app's client in order with the reads, as they reach a task's own delegate without the
+        // layer, at the pace the reads go. Handed to a delegate queue, they would wait there: the
+        // app's client may be called only on corelibs' queue, which a fast transfer keeps busy
+        // to its end, so every piece read meanwhile would be held in memory
+        // (Docs/foundation-facts.md, L25). The router's work there is short; the transfer's end,
+        // challenges and redirects go on on another queue (`TransferRouter.offWorkQueue`).
+        session = URLSession(configuration: configuration, delegate: router, delegateQueue: CallbacksInPlace())
+        #else
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
+        #endif
     }
 
     /// Starts `request` and calls `completion` once with the whole response or the error.
@@ -205,6 +260,42 @@ final class UpstreamTask: Sendable {
     }
 }
 
+#if canImport(FoundationNetworking)
+/// A delegate queue that runs each callback at once, on the thread that hands it over: corelibs'
+/// work queue (see `UpstreamClient.init`), and says so while it runs (`UpstreamCallback`).
+private final class CallbacksInPlace: OperationQueue, @unchecked Sendable {
+    // @unchecked: it keeps no state of its own; OperationQueue is declared @unchecked Sendable.
+    override func addOperation(_ block: @Sendable @escaping () -> Void) {
+        UpstreamCallback.run(block)
+    }
+}
+
+/// Whether the current thread runs a callback of one of the cache's upstream sessions, which on
+/// Linux runs on corelibs' work queue (`UpstreamClient.init`). Work there may call a client of
+/// corelibs' directly (every session's queue targets that one serial queue, so it is serialised
+/// with each session's task registry), and must not wait for another corelibs queue, which
+/// would deadlock (`TaskQueueExecutor`).
+enum UpstreamCallback {
+    static var isRunning: Bool {
+        pthread_getspecific(key) != nil
+    }
+
+    /// Runs `body`, saying so to `isRunning` on this thread meanwhile.
+    static func run(_ body: () -> Void) {
+        let outer = pthread_getspecific(key)
+        pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))
+        defer { pthread_setspecific(key, outer) }
+        body()
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+}
+#endif
+
 /// The state of one upstream transfer while it runs.
 private struct Transfer {
     let requestDate: Date
@@ -214,7 +305,11 @@ private struct Transfer {
     let startedAt = DispatchTime.now()
     var response: HTTPURLResponse?
     var body = Data()
-    var streams = false
+    /// Body bytes received, kept or not.
+    var bodyLength = 0
+    var handling = BodyHandling.keepWhole
+    /// False once the body stopped being kept (`BodyHandling.keepsUpTo`).
+    var keepsBody = true
     /// Set when the task has a completion handler (Foundation collects the body and hands it
     /// over whole, `UpstreamClient.send(_:wholeBody:…)`): sends the request again as a delegate
     /// task, for a challenge.
@@ -232,7 +327,8 @@ private struct Transfer {
 
     func finished(with response: HTTPURLResponse) -> ReceivedResponse {
         ReceivedResponse(head: head(response), body: body,
-                         transferSeconds: Double(DispatchTime.now().uptimeNanoseconds - startedAt.uptimeNanoseconds) / 1e9)
+                         transferSeconds: Double(DispatchTime.now().uptimeNanoseconds - startedAt.uptimeNanoseconds) / 1e9,
+                         bodyLength: max(bodyLength, body.count), isBodyKept: keepsBody)
     }
 }
 
@@ -259,16 +355,32 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
     func complete(_ taskIdentifier: Int, body: Data?, response: URLResponse?, error: Error?) {
         guard var transfer = transfers.withLock({ $0.removeValue(forKey: taskIdentifier) }) else { return }
         if transfer.retrying, let retry = transfer.retryAsDelegateTask {
-            return retry()
+            return offWorkQueue(retry)
         }
+        let result: Result<ReceivedResponse, Error>
         if let error {
-            return transfer.completion(.failure(error))
+            result = .failure(error)
+        } else if let response = response as? HTTPURLResponse {
+            transfer.body = body ?? Data()
+            result = .success(transfer.finished(with: response))
+        } else {
+            result = .failure(URLError(.badServerResponse))
         }
-        guard let response = response as? HTTPURLResponse else {
-            return transfer.completion(.failure(URLError(.badServerResponse)))
-        }
-        transfer.body = body ?? Data()
-        transfer.completion(.success(transfer.finished(with: response)))
+        offWorkQueue { [completion = transfer.completion] in completion(result) }
+    }
+
+    /// Runs `work` off corelibs' work queue, where the callbacks run on Linux
+    /// (`UpstreamClient.init`): what follows a transfer's end (the engine judging, storing and
+    /// answering, or a request sent again: long there, where every session waits, and making a
+    /// task there deadlocks, Docs/foundation-facts.md, L3), and the answer to a challenge or a
+    /// redirect (corelibs may wait for the work queue in the completion handler: cancelling the
+    /// task for a challenge does). Elsewhere in place, on the session's delegate queue.
+    private func offWorkQueue(_ work: @escaping @Sendable () -> Void) {
+        #if canImport(FoundationNetworking)
+        DispatchQueue.global().async(execute: work)
+        #else
+        work()
+        #endif
     }
 
     func urlSession(
@@ -276,6 +388,11 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
         completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
+        offWorkQueue { [self] in followOrStop(task, at: request, in: session, completionHandler: completionHandler) }
+    }
+
+    private func followOrStop(_ task: URLSessionTask, at request: URLRequest, in session: URLSession,
+                              completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
         let hasListener = transfers.withLock { $0[task.taskIdentifier]?.listener != nil }
         guard hasListener else {
             // Followed as Foundation follows for a task without a delegate: with the session's
@@ -290,6 +407,15 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
+        #if canImport(FoundationNetworking)
+        offWorkQueue { [self] in answer(challenge, for: task, completionHandler: completionHandler) }
+        #else
+        answer(challenge, for: task, completionHandler: completionHandler)
+        #endif
+    }
+
+    private func answer(_ challenge: URLAuthenticationChallenge, for task: URLSessionTask,
+                        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         let (transfer, finishedEarly) = transfers.withLock { transfers -> (Transfer?, Bool) in
             guard let transfer = transfers[task.taskIdentifier] else { return (nil, false) }
             guard transfer.response != nil else { return (transfer, false) }
@@ -307,8 +433,7 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
             // The 401 (or 407) and its body are here: they are the answer. Left to default
             // handling, corelibs would never complete the task (Docs/foundation-facts.md, L14).
             completionHandler(.cancelAuthenticationChallenge, nil)
-            transfer.completion(.success(transfer.finished(with: response)))
-            return
+            return transfer.completion(.success(transfer.finished(with: response)))
         }
         // Read here: a challenge is not Sendable.
         let method = challenge.protectionSpace.authenticationMethod
@@ -329,40 +454,66 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
+        let id = dataTask.taskIdentifier
         let received = transfers.withLock { transfers -> (ReceivedHead, UpstreamListener)? in
-            guard var transfer = transfers[dataTask.taskIdentifier] else { return nil }
+            guard var transfer = transfers[id] else { return nil }
             transfer.response = response as? HTTPURLResponse
             transfer.responseDate = transfer.clock()
-            transfers[dataTask.taskIdentifier] = transfer
+            transfers[id] = transfer
             guard let head = transfer.response, let listener = transfer.listener else { return nil }
             return (transfer.head(head), listener)
         }
-        if let (head, listener) = received, listener.upstreamDidReceiveHead(head) {
-            transfers.withLock { $0[dataTask.taskIdentifier]?.streams = true }
+        if let (head, listener) = received {
+            let handling = listener.upstreamDidReceiveHead(head)
+            transfers.withLock { transfers in
+                transfers[id]?.handling = handling
+                if handling.keepsUpTo == 0 { transfers[id]?.keepsBody = false }
+            }
         }
         completionHandler(.allow)
     }
 
+    /// Keeps the piece while the body may still be stored or someone needs it whole, and relays
+    /// it when the listener asked: memory stays bounded by `maximumEntrySize` for a body only
+    /// handed on (a stream, a large download to a delegate), as it is without the layer.
+    /// Pieces come one at a time, in order (on Linux on corelibs' work queue, `UpstreamClient.init`).
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        let streamTo = transfers.withLock { transfers -> UpstreamListener? in
-            transfers[dataTask.taskIdentifier]?.body.append(data)
-            guard let transfer = transfers[dataTask.taskIdentifier], transfer.streams else { return nil }
-            return transfer.listener
+        let id = dataTask.taskIdentifier
+        let (listener, relays, passesLimit) = transfers.withLock { transfers -> (UpstreamListener?, Bool, Bool) in
+            // Changed in place: a copy of the transfer would copy its body at the next append.
+            guard let keeps = transfers[id]?.keepsBody, let kept = transfers[id]?.body.count,
+                  let handling = transfers[id]?.handling else { return (nil, false, false) }
+            transfers[id]?.bodyLength += data.count
+            let passes = keeps && handling.keepsUpTo.map { kept + data.count > $0 } == true
+            if keeps, !passes { transfers[id]?.body.append(data) }
+            return (transfers[id]?.listener, handling.relays, passes)
         }
-        streamTo?.upstreamDidReceiveBody(data)
+        if passesLimit {
+            let stops = listener?.upstreamBodyPassesLimit() ?? false
+            transfers.withLock { transfers in
+                if stops {
+                    transfers[id]?.keepsBody = false
+                    transfers[id]?.body = Data()
+                } else {
+                    transfers[id]?.handling.keepsUpTo = nil
+                    transfers[id]?.body.append(data)
+                }
+            }
+        }
+        if relays { listener?.upstreamDidReceiveBody(data) }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
         guard let transfer = transfers.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+        let result: Result<ReceivedResponse, Error>
         if let error {
-            transfer.completion(.failure(error))
-            return
+            result = .failure(error)
+        } else if let response = transfer.response ?? (task.response as? HTTPURLResponse) {
+            result = .success(transfer.finished(with: response))
+        } else {
+            result = .failure(URLError(.badServerResponse))
         }
-        guard let response = transfer.response ?? (task.response as? HTTPURLResponse) else {
-            transfer.completion(.failure(URLError(.badServerResponse)))
-            return
-        }
-        transfer.completion(.success(transfer.finished(with: response)))
+        offWorkQueue { [completion = transfer.completion] in completion(result) }
     }
 }
 

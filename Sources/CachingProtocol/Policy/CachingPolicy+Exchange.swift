@@ -42,7 +42,7 @@ extension CachingPolicy {
                 }
             }
         }
-        return .finish(fetched(result, for: request, fallback: fallback, forward: forward, context: context))
+        return .finish(fetched(result, to: sent.method, for: request, fallback: fallback, forward: forward, context: context))
     }
 
     /// The `Cache-Status` a response head is streamed to the app with as its body arrives, or
@@ -83,8 +83,8 @@ extension CachingPolicy {
 
     /// A fetched response (or the failure to get one): stored when the policy allows, replacing
     /// or dropping what was stored, or a stale fallback when the origin failed and it may serve.
-    private func fetched(_ result: Result<ReceivedResponse, Error>, for request: CacheRequest, fallback: CacheEntry?,
-                         forward: CacheStatus.Forward, context: ExchangeContext) -> ExchangeOutcome {
+    private func fetched(_ result: Result<ReceivedResponse, Error>, to method: String, for request: CacheRequest,
+                         fallback: CacheEntry?, forward: CacheStatus.Forward, context: ExchangeContext) -> ExchangeOutcome {
         let received: ReceivedResponse
         switch result {
         case .failure(let error):
@@ -105,8 +105,11 @@ extension CachingPolicy {
         if fallsBack(from: head, to: fallback, for: request, now: context.now), let fallback {
             return Self.staleAfterError(fallback, originStatus: head.status, now: context.now)
         }
-        var decision = storageDecision(for: head, request: request, bodyBytes: received.body.count,
+        var decision = storageDecision(for: head, request: request, bodyBytes: received.bodyLength,
                                        maximumEntrySize: context.maximumEntrySize)
+        if case .store = decision, let missing = Self.incompleteness(of: received, to: method) {
+            decision = .doNotStore(reason: missing, code: .incompleteBody)
+        }
         var storage = ExchangeOutcome.Storage.none
         switch decision {
         case .store(let lifetime, let initialAge):

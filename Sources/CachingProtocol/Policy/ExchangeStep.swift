@@ -9,6 +9,13 @@ enum SentRequest: Sendable, Equatable {
     case planned(method: String)
     /// The plain GET sent after a HEAD found the stored response changed.
     case bodyAfterHead
+
+    var method: String {
+        switch self {
+        case .planned(let method): return method
+        case .bodyAfterHead: return "GET"
+        }
+    }
 }
 
 /// What an exchange does after the origin answered one of its requests.

@@ -46,6 +46,12 @@ public struct NotStoredReason: Sendable, Hashable, CustomStringConvertible {
     public static let partialContent = NotStoredReason("partialContent")
     /// The response said `must-understand` with a status the cache does not understand.
     public static let mustUnderstand = NotStoredReason("mustUnderstand")
+    /// The body did not arrive whole: its length is not the `Content-Length` the response
+    /// declared (the transfer ended early without an error), or the body was only handed on as it
+    /// arrived. The app got what it would have got without the cache.
+    public static let incompleteBody = NotStoredReason("incompleteBody")
+    /// An event stream (`Content-Type: text/event-stream`): its events are news when they come.
+    public static let eventStream = NotStoredReason("eventStream")
     /// A reason without a name of its own (for decisions made outside the policy's checks).
     public static let other = NotStoredReason("other")
 }

@@ -27,12 +27,27 @@ struct ReceivedHead: @unchecked Sendable {
     var status: Int { response.statusCode }
 }
 
-/// A complete response from the origin.
+/// A response from the origin whose transfer ended without an error.
 struct ReceivedResponse: Sendable {
     let head: ReceivedHead
+    /// The body as the upstream kept it: every byte that arrived, unless `isBodyKept` is false.
     let body: Data
+    /// How many body bytes arrived, kept or not.
+    let bodyLength: Int
+    /// False when the upstream stopped keeping the body once it could not be stored (it was
+    /// too large, or its head ruled storing out) and only handed it on as it arrived
+    /// (`UpstreamListener.upstreamDidReceiveHead`).
+    let isBodyKept: Bool
     /// Wall-clock seconds the transfer took, for the bandwidth estimate.
     let transferSeconds: TimeInterval
+
+    init(head: ReceivedHead, body: Data, transferSeconds: TimeInterval, bodyLength: Int? = nil, isBodyKept: Bool = true) {
+        self.head = head
+        self.body = body
+        self.bodyLength = bodyLength ?? body.count
+        self.isBodyKept = isBodyKept
+        self.transferSeconds = transferSeconds
+    }
 }
 
 /// How a response was reached, where that decides whether it may be stored.

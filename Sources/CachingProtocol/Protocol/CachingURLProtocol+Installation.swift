@@ -5,41 +5,54 @@ import FoundationNetworking
 
 /// What ``CachingURLProtocol/register(_:)`` found out about `URLSession.shared`.
 public enum RegistrationStatus: Sendable, Equatable {
-    /// `URLSession.shared` answers through the protocol.
+    /// `URLSession.shared` answers through the protocol (Apple platforms: the shared session
+    /// consults registered classes whenever a task starts).
     case active
     /// `URLSession.shared` was created before the protocol was registered and will never
     /// consult it (swift-corelibs-foundation fixes the shared session's protocol list when the
-    /// session is created). Register before anything touches `URLSession.shared`, or use
-    /// ``CachingURLProtocol/inject(into:using:delegate:)`` for a session of your own.
+    /// session is created). ``CachingURLProtocol/register(_:)`` no longer returns it: on Linux it
+    /// cannot tell without creating the shared session (see ``unverified``).
     case registeredTooLate
+    /// Registered, and not checked (Linux). `URLSession.shared` consults the protocol when the
+    /// process made no `URLSession` before ``CachingURLProtocol/register(_:)``:
+    /// swift-corelibs-foundation registers its own protocols when the first session is made,
+    /// behind those registered by then, and the shared session consults them in that order
+    /// (`Docs/foundation-facts.md`, L24).
+    /// Whether a session was made cannot be seen without making one, which would put
+    /// Foundation's HTTP protocol ahead of every protocol the app registers afterwards (a stub, a
+    /// logger), so `register()` does not look. Register at launch, before anything makes a
+    /// session, or use ``CachingURLProtocol/inject(into:using:delegate:)`` for a session of your own.
+    case unverified
 }
 
 extension CachingURLProtocol {
     /// Makes `configuration` the configuration of `URLSession.shared` and registers the
     /// protocol, so the shared session (and, on Apple platforms, `NSURLConnection`) caches from
-    /// now on. Call it once, at launch. Sessions given a configuration of their own with
-    /// ``inject(into:using:delegate:)`` are not affected; those injected without one follow this one.
+    /// now on. Call it once, at launch, before anything makes a `URLSession`. Sessions given a
+    /// configuration of their own with ``inject(into:using:delegate:)`` are not affected; those
+    /// injected without one follow this one.
     ///
-    /// On Linux the shared session only consults classes registered *before* it was created;
-    /// this method checks which protocol the shared session would give a request (without
-    /// sending one), logs a warning through ``CachingConfiguration/log`` and returns
-    /// ``RegistrationStatus/registeredTooLate`` when registration came too late, instead of
-    /// silently caching nothing. The check creates `URLSession.shared` if nothing had yet.
-    /// Registering again replaces the shared session's configuration for requests that start
-    /// afterwards. Returns quickly (`Docs/benchmarks.md`, launch): nothing is sent, and the disk
-    /// index loads on the cache's own worker.
+    /// Protocols the app registers keep working: on Linux the shared session consults registered
+    /// classes in the order they were registered, and Foundation's own come after those
+    /// registered before the first session was made. One registered before `register()` is asked
+    /// first and loads what it takes; one registered after it is asked for what the layer leaves
+    /// to Foundation, and answers the cache's own requests for the shared session, as it would
+    /// the app's (Apple consults the newest registration first: there it is asked first).
+    ///
+    /// It neither makes a session nor sends anything, so it cannot see on Linux whether
+    /// `URLSession.shared` existed already, and returns ``RegistrationStatus/unverified`` there
+    /// (``RegistrationStatus/active`` on Apple platforms). Registering again replaces the shared
+    /// session's configuration for requests that start afterwards. Returns quickly
+    /// (`Docs/benchmarks.md`, launch): the disk index loads on the cache's own worker.
     @discardableResult
     public static func register(_ configuration: CachingConfiguration = CachingConfiguration()) -> RegistrationStatus {
         Installation.install(configuration)
         _ = URLProtocol.registerClass(CachingURLProtocol.self)
-        Registration.moveFoundationProtocolsBehindOurs()
-        let status = Registration.probeSharedSession()
-        if status == .registeredTooLate {
-            configuration.log("URLSession.shared existed before CachingURLProtocol.register() and will not cache. "
-                + "Register before the first use of URLSession.shared, or use CachingURLProtocol.inject(into:) "
-                + "on the configuration of a session you create.")
-        }
-        return status
+        #if canImport(FoundationNetworking)
+        return .unverified
+        #else
+        return .active
+        #endif
     }
 
     /// Undoes ``register(_:)`` and every ``inject(into:using:delegate:)``: the class is unregistered and
@@ -54,8 +67,10 @@ extension CachingURLProtocol {
         SessionClasses.unbindAll()
     }
 
-    /// Puts the protocol first in `sessionConfiguration.protocolClasses` (removing any other
-    /// occurrence), so the sessions created from it cache:
+    /// Puts the protocol into `sessionConfiguration.protocolClasses` where Foundation's own HTTP
+    /// loading sits — just before the first of Foundation's classes, or last when the list has
+    /// none of them (as Mocker has it) — removing any other occurrence, so the sessions created
+    /// from it cache:
     ///
     /// - with `configuration`: with that configuration — its cache, policy and rules, counters
     ///   and offline switch — independently of every other session and of ``register(_:)``;
@@ -63,14 +78,23 @@ extension CachingURLProtocol {
     /// - without: with the configuration ``register(_:)`` installed, whichever it is when a
     ///   request starts (the default configuration is installed when there is none yet).
     ///
+    /// The app's own protocol classes keep their place: one listed before Foundation's (a stub,
+    /// a logger) is asked first and loads what it takes without the layer ever seeing it, as it
+    /// would without the layer. The cache's own requests go through the app's classes too, in
+    /// their order, then Foundation's.
+    ///
     /// The binding is made when this is called: sessions created from `sessionConfiguration`
-    /// *before* it, like sessions made from a copy taken before, never see the protocol.
+    /// *before* it, like sessions made from a copy taken before, never see the protocol. Classes
+    /// the app adds to `sessionConfiguration` afterwards are consulted by its sessions, but not
+    /// by the cache's own requests: add them first. The 32 configurations injected (or used) most
+    /// recently stay bound; sessions of an older one load through Foundation, uncached — an app
+    /// that makes a session for each token refresh does not keep every token it ever had.
     ///
     /// The session configuration's `httpAdditionalHeaders` and `timeoutIntervalForRequest` are
     /// applied to the session's requests by the protocol (on Linux Foundation would only add
     /// them after the protocol took the request): inject after setting them. Other session
     /// settings (cookie and credential storage, proxies, TLS, connection limits) are those of the
-    /// cache's own upstream session.
+    /// cache's own upstream session, which sessions differing only in their header fields share.
     ///
     /// Name the sessions' delegate with ``inject(into:using:delegate:)`` — nil when they have
     /// none — since a protocol never sees its session's delegate. Without it, on Apple platforms,
@@ -120,10 +144,16 @@ extension CachingURLProtocol {
         if configuration == nil, Installation.current == nil {
             Installation.install(CachingConfiguration())
         }
-        let settings = SessionSettings(sessionConfiguration, delegate: traits)
+        let appClasses = (sessionConfiguration.protocolClasses ?? []).filter { !($0 is CachingURLProtocol.Type) }
+        let recorded = sessionConfiguration.copy() as! URLSessionConfiguration
+        recorded.protocolClasses = appClasses
+        let settings = SessionSettings(recorded, delegate: traits)
         let protocolClass: AnyClass = SessionClasses.protocolClass(for: settings, engine: engine)
-        let others = (sessionConfiguration.protocolClasses ?? []).filter { !($0 is CachingURLProtocol.Type) }
-        sessionConfiguration.protocolClasses = [protocolClass] + others
+        let foundation = Set(SessionSettings.foundationProtocolClasses.map(ObjectIdentifier.init))
+        let place = appClasses.firstIndex { foundation.contains(ObjectIdentifier($0)) } ?? appClasses.endIndex
+        var placed = appClasses
+        placed.insert(protocolClass, at: place)
+        sessionConfiguration.protocolClasses = placed
     }
 
     /// The configuration ``register(_:)`` installed (or ``inject(into:using:delegate:)`` without a

@@ -101,7 +101,6 @@ public class CachingURLProtocol: URLProtocol {
     }
 
     public override class func canInit(with request: URLRequest) -> Bool {
-        if Registration.isProbe(request) { return true }
         guard let (settings, engine) = binding, !engine.bypasses(request) else { return false }
         let request = settings.apply(to: request)
         let facts = RequestHeaderFacts(request)   // read once: bridging the header fields costs microseconds
@@ -213,6 +212,11 @@ public class CachingURLProtocol: URLProtocol {
         // `canInit` accepted the request: a cacheable GET, or an unsafe method for a stored URL.
         guard let (bound, engine) = Self.binding, case let request = bound.apply(to: self.request),
               let key = engine.cacheKey(for: request) else {
+            #if canImport(FoundationNetworking)
+            // Unbound between `canInit` and here (`unregister()`, or the class's binding was the
+            // least recently used one, `SessionClasses`): loaded as without the layer.
+            if let task { return handOverToFoundation(task, delivery: delivery) }
+            #endif
             let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
             return delivery.deliver(.failure(reason.urlError(.cancelled)), onCallingThread: true)
         }
@@ -328,6 +332,8 @@ public class CachingURLProtocol: URLProtocol {
         let redirects: RedirectHandling
 
         var streamsBody: Bool { delivery.bodyDelivery != .whole }
+
+        var needsWholeBody: Bool { delivery.bodyDelivery != .streamed }
 
         func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
             delivery.deliver(answer)

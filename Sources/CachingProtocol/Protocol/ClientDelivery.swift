@@ -327,13 +327,19 @@ struct CallingThreadExecutor: ClientExecutor {
 /// serial queue all of corelibs' session queues target) is free, so it takes no thread hand-off
 /// (what a hand-off cost a miss: `Docs/benchmarks.md`). Never asked for on that queue
 /// itself, where `sync` would deadlock: a delivery from inside `startLoading` runs at once
-/// (`onCallingThread`), `stopLoading` and `canInit` deliver nothing, and every other delivery
-/// comes from the engine's queue or the upstream session's delegate queue.
+/// (`onCallingThread`), `stopLoading` and `canInit` deliver nothing, a fetched head and the pieces
+/// of its body are delivered inside the upstream session's callbacks, which run on corelibs' one
+/// serial queue already (`UpstreamCallback`), and every other delivery comes from the engine's
+/// queue.
 struct TaskQueueExecutor: ClientExecutor {
     let queue: DispatchQueue?
 
     func run(_ work: @escaping @Sendable () -> Void) {
-        if let queue { queue.sync(execute: work) } else { work() }
+        // Inside an upstream session's callback (a fetched head or piece of body) the delivery is
+        // already on corelibs' one serial queue: it runs there, in order with the transfer's
+        // reads, and waiting for the app task's queue would deadlock (`UpstreamCallback`;
+        // Docs/foundation-facts.md, L25).
+        if let queue, !UpstreamCallback.isRunning { queue.sync(execute: work) } else { work() }
     }
 }
 #endif

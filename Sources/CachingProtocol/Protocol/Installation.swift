@@ -68,6 +68,12 @@ enum SessionSlotRoot {}
 enum SessionSlot<Inner> {}
 
 /// The per-session classes made so far and what each is bound to.
+///
+/// A class is bound for as long as it is among the `maximumBindings` used most recently (by a
+/// load's `canInit` or `startLoading`, or by an injection): an app that makes a session of its
+/// own for every token refresh would otherwise keep every configuration (and every token) it
+/// ever injected. A class whose binding was dropped is never bound again — a session may still
+/// hold it — and its sessions load through Foundation from then on, as without the layer.
 enum SessionClasses {
     /// What one class serves: sessions with `settings`, cached by `engine` — or, when nil, by
     /// whatever configuration `register(_:)` installed (`Installation.current`).
@@ -81,9 +87,16 @@ enum SessionClasses {
         let engine: ObjectIdentifier?
     }
 
+    /// A class's binding, its key and when it was last used (a tick of `Registry.clock`).
+    private struct Bound {
+        let binding: Binding
+        let key: Key
+        var lastUse: UInt64
+    }
+
     private struct Registry {
         var classes: [Key: CachingURLProtocol.Type] = [:]
-        var bindings: [ObjectIdentifier: Binding] = [:]
+        var bindings: [ObjectIdentifier: Bound] = [:]
         /// Classes whose binding `unbindAll` dropped, given out again before new ones are made.
         var unused: [CachingURLProtocol.Type] = []
         /// Every class made here (bound or not).
@@ -91,18 +104,32 @@ enum SessionClasses {
         /// The settings of the session configuration injected last with each engine (nil key:
         /// injected without a configuration of its own), for `prefetch`.
         var lastInjected: [ObjectIdentifier?: SessionSettings] = [:]
+        /// Counts uses, to find the binding used least recently.
+        var clock: UInt64 = 0
+
+        mutating func tick() -> UInt64 {
+            clock += 1
+            return clock
+        }
     }
     private static let registry = Locked(Registry())
 
+    /// How many classes stay bound (see `SessionClasses`). An app whose sessions with distinct
+    /// settings outnumber it loses caching on those used least recently, never a load.
+    static let maximumBindings = 32
+
     /// The class that applies `settings` and caches with `engine` (nil: the registered
-    /// configuration's): `CachingURLProtocol` itself for standard settings and no engine of
-    /// their own, the same class for an equal pair, another one otherwise.
+    /// configuration's): the same class for an equal pair, another one otherwise. Never
+    /// `CachingURLProtocol` itself, which serves `URLSession.shared` (`SessionSettings.sharedSession`).
     static func protocolClass(for settings: SessionSettings, engine: CacheEngine?) -> CachingURLProtocol.Type {
-        registry.withLock { $0.lastInjected[engine.map(ObjectIdentifier.init)] = settings }
-        if settings.isStandard, engine == nil { return CachingURLProtocol.self }
         let key = Key(settings: settings, engine: engine.map(ObjectIdentifier.init))
         return registry.withLock { registry in
-            if let existing = registry.classes[key] { return existing }
+            registry.lastInjected[key.engine] = settings
+            let now = registry.tick()
+            if let existing = registry.classes[key] {
+                registry.bindings[ObjectIdentifier(existing)]?.lastUse = now
+                return existing
+            }
             let made: CachingURLProtocol.Type
             if let recycled = registry.unused.popLast() {
                 made = recycled
@@ -111,7 +138,12 @@ enum SessionClasses {
                 registry.made.insert(ObjectIdentifier(made))
             }
             registry.classes[key] = made
-            registry.bindings[ObjectIdentifier(made)] = Binding(settings: settings, engine: engine)
+            registry.bindings[ObjectIdentifier(made)] = Bound(binding: Binding(settings: settings, engine: engine), key: key, lastUse: now)
+            if registry.bindings.count > maximumBindings,
+               let oldest = registry.bindings.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+                registry.bindings[oldest.key] = nil
+                registry.classes[oldest.value.key] = nil
+            }
             return made
         }
     }
@@ -122,15 +154,20 @@ enum SessionClasses {
         registry.withLock { $0.lastInjected[engine.map(ObjectIdentifier.init)] }
     }
 
-    /// What `protocolClass` is bound to; nil for a class made here whose binding was dropped.
-    /// `CachingURLProtocol` itself, and subclasses not made here (an app's or a test's), have
-    /// the standard settings and the registered configuration.
+    /// What `protocolClass` is bound to (and marks it used); nil for a class made here whose
+    /// binding was dropped. `CachingURLProtocol` itself serves `URLSession.shared`; subclasses
+    /// not made here (an app's or a test's) have the standard settings and the registered
+    /// configuration.
     static func binding(of protocolClass: AnyClass) -> Binding? {
-        let standard = Binding(settings: .standard, engine: nil)
-        guard protocolClass != CachingURLProtocol.self else { return standard }
+        guard protocolClass != CachingURLProtocol.self else { return Binding(settings: .sharedSession, engine: nil) }
         let id = ObjectIdentifier(protocolClass)
         return registry.withLock { registry in
-            registry.bindings[id] ?? (registry.made.contains(id) ? nil : standard)
+            let now = registry.tick()
+            guard let binding = registry.bindings[id]?.binding else {
+                return registry.made.contains(id) ? nil : Binding(settings: .standard, engine: nil)
+            }
+            registry.bindings[id]?.lastUse = now
+            return binding
         }
     }
 
@@ -145,7 +182,7 @@ enum SessionClasses {
                 registry.bindings = [:]
                 registry.lastInjected = [:]
             }
-            return registry.bindings.values.compactMap(\.engine)
+            return registry.bindings.values.compactMap(\.binding.engine)
         }
         for engine in engines { engine.shutdown() }
     }
@@ -155,52 +192,5 @@ enum SessionClasses {
             remaining == 0 ? SessionCachingURLProtocol<Inner>.self : wrap(SessionSlot<Inner>.self, remaining: remaining - 1)
         }
         return wrap(SessionSlotRoot.self, remaining: slot)
-    }
-}
-
-/// The registration check: a request only this protocol accepts, put to the shared session's
-/// protocol classes.
-enum Registration {
-    /// Port 9 (discard) on loopback: never sent, but if it were, Foundation's HTTP protocol would
-    /// fail at once with "connection refused", never hang on DNS.
-    static let probeURL = URL(string: "http://127.0.0.1:9/__caching-protocol-probe__")!
-
-    /// swift-corelibs-foundation consults registered classes in registration order, and registers
-    /// its own HTTP protocol when the first session of the process is created. If any session
-    /// existed before `register()`, Foundation's HTTP protocol would sit ahead of ours in the list
-    /// `URLSession.shared` copies when it is created. Re-registering Foundation's classes puts
-    /// them behind ours. (Apple platforms consult the newest registration first.)
-    static func moveFoundationProtocolsBehindOurs() {
-        #if canImport(FoundationNetworking)
-        for foundationClass in URLSessionConfiguration.default.protocolClasses ?? [] where foundationClass != CachingURLProtocol.self {
-            URLProtocol.unregisterClass(foundationClass)
-            _ = URLProtocol.registerClass(foundationClass)
-        }
-        #endif
-    }
-
-    static func isProbe(_ request: URLRequest) -> Bool {
-        request.url == probeURL
-    }
-
-    /// Whether `URLSession.shared` would load a request through this protocol: corelibs gives a
-    /// task the first of its session's protocol classes that accepts the request
-    /// (`URLSessionTask._protocolClass`), and only when none does, the first registered class
-    /// that does. The probe is accepted by this protocol (`canInit`) and by Foundation's HTTP
-    /// protocol, so the answer is whichever comes first in the shared session's list. Nothing
-    /// is sent, and nothing waits: sending the probe would cost a launch a round of thread
-    /// hand-offs competing with the disk index loading on the cache's worker.
-    static func probeSharedSession() -> RegistrationStatus {
-        #if canImport(FoundationNetworking)
-        let probe = URLRequest(url: probeURL)
-        let chosen: AnyClass? = (URLSession.shared.configuration.protocolClasses ?? []).first { candidate in
-            (candidate as? URLProtocol.Type)?.canInit(with: probe) == true
-        }
-        guard let chosen else { return .active }   // the registered classes decide, ours among them
-        return ObjectIdentifier(chosen) == ObjectIdentifier(CachingURLProtocol.self) ? .active : .registeredTooLate
-        #else
-        // Apple's shared session consults registered classes whenever a task starts.
-        return .active
-        #endif
     }
 }

@@ -142,7 +142,8 @@ private struct UnwantedTransfer: UpstreamListener {
         answer(.performDefaultHandling, nil)
     }
 
-    func upstreamDidReceiveHead(_ head: ReceivedHead) -> Bool { false }
+    func upstreamDidReceiveHead(_ head: ReceivedHead) -> BodyHandling { .keepWhole }
     func upstreamDidReceiveBody(_ data: Data) {}
+    func upstreamBodyPassesLimit() -> Bool { false }
     var isWanted: Bool { false }
 }

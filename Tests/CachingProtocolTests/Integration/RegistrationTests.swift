@@ -24,40 +24,152 @@ final class RegistrationTests: XCTestCase {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    /// What `register()` returns where it cannot look (Linux) or need not (Apple).
+    private var unverifiedOrActive: String {
+        #if canImport(FoundationNetworking)
+        "registration=unverified"
+        #else
+        "registration=active"
+        #endif
+    }
+
     func testRegisteringBeforeTheSharedSessionExistsCaches() throws {
         let run = try CacheTestToolRunner.run(["register", "early", directory.path, origin.url("/shared").absoluteString])
         XCTAssertEqual(run.status, 0, run.errors)
-        XCTAssertTrue(run.output.contains("registration=active"), run.output)
+        XCTAssertTrue(run.output.contains(unverifiedOrActive), run.output)
         XCTAssertTrue(run.output.contains("cache-status=CachingProtocol; hit"), run.output)
         XCTAssertEqual(origin.requestCount(path: "/shared"), 1, "the second GET was a hit")
     }
 
-    /// corelibs' shared session copies the registered classes when it is created; created before
-    /// any other session, its list is empty and it consults the registered classes at each task,
-    /// where `register()` puts the protocol ahead of Foundation's own.
-    func testSharedSessionCreatedFirstStillCaches() throws {
-        let run = try CacheTestToolRunner.run(["register", "shared-first", directory.path, origin.url("/shared").absoluteString])
-        XCTAssertEqual(run.status, 0, run.errors)
-        XCTAssertTrue(run.output.contains("registration=active"), run.output)
-        XCTAssertEqual(origin.requestCount(path: "/shared"), 1)
+    /// A session existed before `register()` (the shared one, or another and then the shared
+    /// one). On Linux Foundation's HTTP protocol comes first for the shared session and the layer
+    /// is never asked; `register()` cannot see that without making a session itself — which
+    /// would put Foundation's protocols ahead of those the app registers later — so it neither
+    /// looks nor blames: nothing is cached, nothing is claimed. Apple's shared session consults
+    /// registered classes at every task (apple note 9): it caches there.
+    func testRegisteringAfterASessionExistedIsNotClaimedToWork() throws {
+        for order in ["shared-first", "late"] {
+            origin.resetLog()
+            let run = try CacheTestToolRunner.run(["register", order, directory.path, origin.url("/shared").absoluteString])
+            XCTAssertEqual(run.status, 0, run.errors)
+            XCTAssertTrue(run.output.contains(unverifiedOrActive), "\(order): \(run.output)")
+            XCTAssertFalse(run.errors.contains("existed before"), run.errors)
+            #if canImport(FoundationNetworking)
+            XCTAssertEqual(origin.requestCount(path: "/shared"), 2, "\(order): Foundation loaded both")
+            #else
+            XCTAssertEqual(origin.requestCount(path: "/shared"), 1, "\(order): the second GET was a hit")
+            #endif
+        }
     }
 
-    /// Another session and then the shared session existed before `register()`: on Linux the
-    /// shared session has Foundation's HTTP protocol first in its own list and never asks ours.
-    func testRegisteringTooLateIsReportedNotSilent() throws {
-        let run = try CacheTestToolRunner.run(["register", "late", directory.path, origin.url("/shared").absoluteString])
-        XCTAssertEqual(run.status, 0, run.errors)
-        #if canImport(FoundationNetworking)
-        XCTAssertTrue(run.output.contains("registration=registeredTooLate"), run.output)
-        XCTAssertTrue(run.errors.contains("existed before CachingURLProtocol.register()"), run.errors)
-        XCTAssertEqual(origin.requestCount(path: "/shared"), 2, "nothing was cached, and the app was told")
-        #else
-        // Apple: URLSession.shared consults the registered classes whenever a task starts (apple
-        // note 9), so registering after it exists is not too late: it caches, and nothing is logged.
-        XCTAssertTrue(run.output.contains("registration=active"), run.output)
-        XCTAssertFalse(run.errors.contains("existed before CachingURLProtocol.register()"), run.errors)
-        XCTAssertEqual(origin.requestCount(path: "/shared"), 1, "the second GET was a hit")
-        #endif
+    // MARK: Protocols the app registers
+
+    /// Runs `scenario` of `registered-protocols` without and then with the layer; the origin's
+    /// log is reset before each. What each printed, and the origin traffic of each.
+    private func registeredProtocols(_ scenario: String) throws -> [(output: String, traffic: [String])] {
+        try ["without", "with"].map { side in
+            origin.resetLog()
+            let run = try CacheTestToolRunner.run(["registered-protocols", scenario, side, origin.baseURL.absoluteString,
+                                                   directory.appendingPathComponent(side).path])
+            XCTAssertEqual(run.status, 0, "\(side): \(run.errors)")
+            return (run.output, origin.requests.map { "\($0.method) \($0.target)" })
+        }
+    }
+
+    /// The lines both runs must print alike: the app's results and what its protocol did.
+    private func appLines(_ output: String) -> [String] {
+        output.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("status=") && !$0.hasPrefix("layer ") }
+    }
+
+    private func layerLine(_ output: String) -> String {
+        output.split(separator: "\n").map(String.init).first { $0.hasPrefix("layer ") } ?? "(no layer line)"
+    }
+
+    /// OHHTTPStubs registered after `register()`: it answers /stubbed as without the layer. On
+    /// Linux the shared session asks the layer first (registered first), and the layer's own
+    /// request goes through the stub; /real goes to the origin.
+    func testAStubRegisteredAfterRegisterStillAnswers() throws {
+        let (without, with) = try pairOfRuns("stub-after")
+        XCTAssertEqual(appLines(without.output), [
+            "result stubbed: status 200 bytes 7 stubbed", "result real: status 200 bytes 6 origin",
+            "result stubbed: status 200 bytes 7 stubbed", "result real: status 200 bytes 6 origin",
+            "stub answered [\"GET /stubbed\", \"GET /stubbed\"]",
+        ], without.output)
+        XCTAssertEqual(appLines(with.output), appLines(without.output), with.output)
+        XCTAssertTrue(with.output.contains(unverifiedOrActive.replacingOccurrences(of: "registration", with: "status")), with.output)
+        XCTAssertFalse(with.traffic.contains("GET /stubbed"), "\(with.traffic)")
+    }
+
+    /// A stub registered before `register()`: it is asked first and answers; `register()` does
+    /// not claim it came too late.
+    func testAStubRegisteredBeforeRegisterStillAnswers() throws {
+        let (without, with) = try pairOfRuns("stub-before")
+        XCTAssertEqual(appLines(with.output), appLines(without.output), with.output)
+        XCTAssertTrue(without.output.contains("stub answered [\"GET /stubbed\", \"GET /stubbed\"]"), without.output)
+        XCTAssertTrue(with.output.contains(unverifiedOrActive.replacingOccurrences(of: "registration", with: "status")), with.output)
+        XCTAssertFalse(with.traffic.contains("GET /stubbed"), "\(with.traffic)")
+    }
+
+    /// netfox registered after `register()` sees all four requests, as without the layer: the
+    /// GETs as the layer's own requests (the second /fresh is a hit, which it does not see), the
+    /// POST as the app's.
+    func testALoggerRegisteredAfterRegisterSeesTheRequests() throws {
+        let (without, with) = try pairOfRuns("logger-after")
+        XCTAssertTrue(without.output.contains("logger saw [\"GET /fresh\", \"GET /fresh\", \"GET /plain\", \"POST /form\"]"),
+                      without.output)
+        XCTAssertEqual(appLines(with.output).filter { $0.hasPrefix("result") }, appLines(without.output).filter { $0.hasPrefix("result") })
+        XCTAssertTrue(with.output.contains("logger saw [\"GET /fresh\", \"GET /plain\", \"POST /form\"]"), with.output)
+        XCTAssertEqual(with.traffic, ["GET /fresh", "GET /plain", "POST /form"], "every request that reached the origin went through the logger")
+    }
+
+    /// A logger in the layer's upstream path that hands a body on in pieces: a completion
+    /// handler gets only the last piece (Docs/foundation-facts.md, L10), with or without the
+    /// layer. The layer's own request, a completion handler's too, got that piece: its length is
+    /// not the `Content-Length`, so it is not stored, and the second GET goes through the logger
+    /// again, as without the layer.
+    func testABodyShorterThanItsContentLengthIsNotStored() throws {
+        let (without, with) = try pairOfRuns("pieces-logger-after")
+        // The last piece's size depends on how the logger's own reads fell: any part will do.
+        func lines(_ output: String) -> [String] {
+            appLines(output).map { line in
+                guard line.hasPrefix("result big"), let bytes = Int(line.split(separator: " ").last ?? ""),
+                      bytes < Self.bigBody.count else { return line }
+                return line.split(separator: ":")[0] + ": status 200, a part"
+            }
+        }
+        XCTAssertEqual(lines(without.output), [
+            "result big: status 200, a part", "result big, again: status 200, a part", "logger saw [\"GET /big\", \"GET /big\"]",
+        ], without.output)
+        XCTAssertEqual(lines(with.output), lines(without.output), with.output)
+        XCTAssertEqual(layerLine(with.output), "layer fetched=2 hits=0 not-stored=[\"incompleteBody\", \"incompleteBody\"]", with.output)
+    }
+
+    /// A logger that hands on only the first 100,000 bytes of a body, in one piece, and ends it
+    /// cleanly: the app gets those bytes, with or without the layer, and the layer stores
+    /// nothing of them.
+    func testATransferEndedBeforeItsContentLengthIsNotStored() throws {
+        let (without, with) = try pairOfRuns("cutting-logger-after")
+        XCTAssertEqual(appLines(without.output), [
+            "result big: status 200 bytes 100000", "result big, again: status 200 bytes 100000",
+            "logger saw [\"GET /big\", \"GET /big\"]",
+        ], without.output)
+        XCTAssertEqual(appLines(with.output), appLines(without.output), with.output)
+        XCTAssertEqual(layerLine(with.output), "layer fetched=2 hits=0 not-stored=[\"incompleteBody\", \"incompleteBody\"]", with.output)
+    }
+
+    private static let bigBody = Data((0..<(512 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 / 509) })
+
+    private func pairOfRuns(_ scenario: String) throws -> (without: (output: String, traffic: [String]),
+                                                              with: (output: String, traffic: [String])) {
+        origin.handle("/real") { _ in .text("origin", headers: [HTTPField("Cache-Control", "max-age=600")]) }
+        origin.handle("/fresh") { _ in .text("fresh", headers: [HTTPField("Cache-Control", "max-age=600")]) }
+        origin.handle("/plain") { _ in .text("plain") }
+        origin.handle("/form") { _ in .text("posted") }
+        origin.handle("/big") { _ in
+            OriginResponse(status: 200, headers: [HTTPField("Cache-Control", "max-age=600")], body: Self.bigBody)
+        }
+        let runs = try registeredProtocols(scenario)
+        return (runs[0], runs[1])
     }
 }
 #else

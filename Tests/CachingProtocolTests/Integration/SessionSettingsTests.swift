@@ -58,6 +58,39 @@ final class SessionSettingsTests: CachingTestCase {
         XCTAssertEqual(String(decoding: data, as: UTF8.self), "request")
     }
 
+    /// Sessions that differ only in the header fields they add — a fresh token at each refresh —
+    /// share the layer's upstream session: the origin sees one connection for both, and each its
+    /// own token (before, each had an upstream session, and a connection, of its own).
+    func testSessionsThatDifferOnlyInTheirHeadersShareOneUpstreamConnection() async throws {
+        origin.handle("/me") { request in .text("hello \(request.header("Authorization") ?? "nobody")") }
+        for token in ["one", "two"] {
+            let refreshed = session(headers: ["Authorization": "Bearer \(token)"])
+            let (data, _) = try await refreshed.data(from: origin.url("/me"))
+            XCTAssertEqual(String(decoding: data, as: UTF8.self), "hello Bearer \(token)")
+            refreshed.finishTasksAndInvalidate()
+        }
+        XCTAssertEqual(origin.requests(to: "/me").compactMap { $0.header("Authorization") }, ["Bearer one", "Bearer two"])
+        XCTAssertEqual(origin.connectionsAccepted, 1)
+    }
+
+    /// Only the configurations injected (or used) most recently stay bound: a session of one
+    /// dropped since loads through Foundation, with its own header fields, uncached.
+    func testASessionWhoseBindingWasDroppedLoadsThroughFoundation() async throws {
+        origin.handle("/me") { request in
+            .text("hello \(request.header("Authorization") ?? "nobody")", headers: [HTTPField("Cache-Control", "public, max-age=600")])
+        }
+        let oldest = session(headers: ["Authorization": "Bearer oldest"])
+        for index in 0..<SessionClasses.maximumBindings {
+            session(headers: ["Authorization": "Bearer \(index)"]).finishTasksAndInvalidate()
+        }
+        for _ in 0..<2 {
+            let (data, _) = try await oldest.data(from: origin.url("/me"))
+            XCTAssertEqual(String(decoding: data, as: UTF8.self), "hello Bearer oldest")
+        }
+        XCTAssertEqual(origin.requests(to: "/me").count, 2, "not cached: Foundation loaded both")
+        XCTAssertEqual(configuration.statistics.fetched + configuration.statistics.hits, 0, "the layer answered nothing")
+    }
+
     func testTheSessionTimeoutApplies() async throws {
         origin.handle("/slow") { _ in OriginResponse(body: Data("late".utf8), fault: .stall(5)) }
         let started = Date()
@@ -70,7 +103,10 @@ final class SessionSettingsTests: CachingTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 4, "the session's 1 s, not the origin's 5 s stall")
     }
 
-    func testEqualSettingsShareAClassAndPlainConfigurationsUseTheBaseClass() {
+    /// Equal settings share a class; the base class is `URLSession.shared`'s, whose upstream
+    /// session consults the shared session's protocol classes, so even a plain configuration gets
+    /// a class of its own.
+    func testEqualSettingsShareAClass() {
         func injectedClass(_ headers: [String: String]?) -> AnyClass? {
             let configuration = URLSessionConfiguration.default
             configuration.httpAdditionalHeaders = headers
@@ -79,7 +115,9 @@ final class SessionSettingsTests: CachingTestCase {
             XCTAssertEqual(configuration.protocolClasses?.filter { $0 is CachingURLProtocol.Type }.count, 1)
             return configuration.protocolClasses?.first
         }
-        XCTAssertTrue(injectedClass(nil) == CachingURLProtocol.self)
+        let plain: AnyClass? = injectedClass(nil)
+        XCTAssertTrue(plain != CachingURLProtocol.self)
+        XCTAssertTrue(injectedClass(nil) == plain)
         let first: AnyClass? = injectedClass(["X-A": "1"])
         XCTAssertTrue(first != CachingURLProtocol.self)
         XCTAssertTrue(injectedClass(["X-A": "1"]) == first)

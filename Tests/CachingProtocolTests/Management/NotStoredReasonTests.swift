@@ -28,6 +28,9 @@ final class NotStoredReasonTests: CachingTestCase {
             Case(path: "/private", response: .text("mine", headers: [maxAge]), headers: ["Authorization": "Bearer alice"],
                  expected: .credentials),
             Case(path: "/plain", response: .text("no caching headers"), expected: .noFreshness),
+            Case(path: "/events", response: OriginResponse(status: 200, headers: [
+                maxAge, HTTPField("Content-Type", "text/event-stream; charset=utf-8"),
+            ], body: Data("data: 1\n\n".utf8)), expected: .eventStream),
             Case(path: "/moved", response: OriginResponse(status: 302, headers: [HTTPField("Location", "/stored-target")]),
                  expected: .temporaryRedirect),
             Case(path: "/moved-with-cookie", response: OriginResponse(status: 301, headers: [
