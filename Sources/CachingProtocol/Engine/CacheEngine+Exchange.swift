@@ -51,7 +51,7 @@ extension CacheEngine {
     /// Sends one request of `exchange`, unless every waiting load went away meanwhile (then the
     /// exchange finishes with nothing to hand out).
     private func send(_ sent: SentRequest, in exchange: Exchange, listener: ExchangeListener) {
-        guard case .send = exchange.prepareToSend() else { return finish(exchange, with: nil) }
+        guard case .send = exchange.machine({ $0.prepareToSend() }) else { return finish(exchange, with: nil) }
         let request = upstreamRequest(for: sent, in: exchange)
         listener.expect(sent, method: request.httpMethod ?? "GET")
         // A GET or HEAD whose waiting loads do not take the body as it arrives may be collected
@@ -60,7 +60,7 @@ extension CacheEngine {
         let task = upstream.send(request, from: exchange.id.settings, wholeBody: wholeBody, listener: listener) { [self] result in
             received(result, for: sent, in: exchange, listener: listener)
         }
-        if case .cancel(let task) = exchange.upstreamStarted(task) { task.cancel() }
+        if case .cancel(let task) = exchange.machine({ $0.upstreamStarted(task) }) { task.cancel() }
     }
 
     /// The origin answered (or failed): the policy says what it means; the engine stores what it
@@ -337,8 +337,10 @@ final class ExchangeListener: UpstreamListener {
     /// the exchange is closed to loads that would join it, which could not get the body whole.
     private func stopsKeepingBody() -> Bool {
         let takingPiecesOnly = state.withLock { $0.takingPiecesOnly }
-        return exchange.closeToJoiners(ifEvery: { takingPiecesOnly.contains(ObjectIdentifier($0.load.handle)) })
+        return exchange.machine { machine in
+            machine.closeToJoiners(ifEvery: { takingPiecesOnly.contains(ObjectIdentifier($0.load.handle)) })
+        }
     }
 
-    var isWanted: Bool { exchange.isRunning }
+    var isWanted: Bool { exchange.machine({ $0.isRunning }) }
 }
