@@ -51,7 +51,7 @@ extension CacheEngine {
     /// Sends one request of `exchange`, unless every waiting load went away meanwhile (then the
     /// exchange finishes with nothing to hand out).
     private func send(_ sent: SentRequest, in exchange: Exchange, listener: ExchangeListener) {
-        guard case .send = exchange.machine({ $0.prepareToSend() }) else { return finish(exchange, with: nil) }
+        guard case .send = exchange.machine({ $0.prepareToSend() }) else { return finish(exchange) }
         let request = upstreamRequest(for: sent, in: exchange)
         listener.expect(sent, method: request.httpMethod ?? "GET")
         // A GET or HEAD whose waiting loads do not take the body as it arrives may be collected
@@ -97,9 +97,9 @@ extension CacheEngine {
             case .failure(let error):
                 answer = .failure(error)
             }
-            finish(exchange, with: Resolution(answer: answer, outcome: eventOutcome(outcome.verdict, of: exchange.plan), trip: trip,
-                                              isPrivateToStarter: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener),
-                                              notStored: outcome.notStoredReason))
+            let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason)
+            finish(exchange, answering: answer, as: provenance,
+                   privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener))
         }
     }
 
@@ -136,37 +136,15 @@ extension CacheEngine {
         }
     }
 
-    /// The event outcome of an exchange that ended with `verdict`.
-    private func eventOutcome(_ verdict: ExchangeOutcome.Verdict, of plan: ExchangePlan) -> CacheEvent.Outcome {
-        switch verdict {
-        case .notModified: return .revalidatedNotModified
-        case .staleAfterError: return .staleAfterError
-        case .failed: return .failed
-        case .received:
-            if case .revalidate = plan { return .revalidatedChanged }
-            return .fetched
-        }
-    }
-
-    /// What an exchange hands to every load that waited on it.
-    private struct Resolution: Sendable {
-        let answer: Answer
-        let outcome: CacheEvent.Outcome
-        let trip: Trip
-        /// Only for the load that started the exchange: its app answered a challenge with a
-        /// credential on the way.
-        var isPrivateToStarter = false
-        /// Why the origin's response was not stored, for the event.
-        var notStored: NotStoredReason?
-    }
-
-    /// Hands `resolution` to every load that waits on `exchange` and retires it; with no
-    /// resolution (nobody waits any more) it only retires it. A resolution private to the load
-    /// that started the exchange goes to that load only; the others start again, on their own.
-    private func finish(_ exchange: Exchange, with resolution: Resolution?) {
-        guard let waiters = exchanges.finish(exchange), let resolution else { return }
+    /// Hands `answer` to every load that waits on `exchange` and retires it; with no answer
+    /// (nobody waits any more) it only retires it. An answer that is `privately` the load's that
+    /// started the exchange (its app answered a challenge with a credential on the way, or it
+    /// left) goes to that load only; the others start again, on their own.
+    private func finish(_ exchange: Exchange, answering answer: Answer? = nil, as provenance: Provenance? = nil,
+                        privately: Bool = false) {
+        guard let waiters = exchanges.finish(exchange), let answer, let provenance else { return }
         for waiter in waiters {
-            if resolution.isPrivateToStarter, waiter.collapsed {
+            if privately, waiter.collapsed {
                 var retried = waiter.load
                 retried.collapsible = false
                 let load = retried
@@ -176,8 +154,9 @@ extension CacheEngine {
                 }
                 continue
             }
-            deliver(resolution.answer, to: waiter.load, outcome: resolution.outcome, trip: resolution.trip,
-                    collapsed: waiter.collapsed, notStored: resolution.notStored)
+            var shared = provenance
+            shared.collapsed = waiter.collapsed
+            deliver(answer, to: waiter.load, as: shared)
         }
     }
 
@@ -343,4 +322,17 @@ final class ExchangeListener: UpstreamListener {
     }
 
     var isWanted: Bool { exchange.machine({ $0.isRunning }) }
+}
+
+extension CacheEvent.Outcome {
+    /// The event outcome of an exchange that ended with `verdict`: the same name.
+    fileprivate init(_ verdict: ExchangeOutcome.Verdict) {
+        switch verdict {
+        case .fetched: self = .fetched
+        case .revalidatedChanged: self = .revalidatedChanged
+        case .revalidatedNotModified: self = .revalidatedNotModified
+        case .staleAfterError: self = .staleAfterError
+        case .failed: self = .failed
+        }
+    }
 }

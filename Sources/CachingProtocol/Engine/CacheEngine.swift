@@ -162,8 +162,7 @@ final class CacheEngine: Sendable {
             if case .answerStored(let entry, let isStale) = planned.plan, !(300...399).contains(entry.statusCode) {
                 let answer = answer(with: entry, for: request, status: isStale ? .hit(entry, stale: true, at: planned.now) : nil,
                                     at: planned.now)
-                account(answer, key: request.key, outcome: isStale ? .staleHit : .hit, trip: .noNetwork, collapsed: false,
-                        started: started)
+                account(answer, key: request.key, as: Provenance(outcome: isStale ? .staleHit : .hit), started: started)
                 return .answered(answer)
             }
             return .planned(PlannedLoad(request: request, settings: settings, plan: planned, started: started))
@@ -195,8 +194,8 @@ final class CacheEngine: Sendable {
         switch plan {
         case .answerStored(let entry, let isStale):
             let status: CacheStatus? = isStale ? .hit(entry, stale: true, at: now) : nil
-            deliver(answer(with: entry, for: load.request, status: status, at: now), to: load, outcome: isStale ? .staleHit : .hit,
-                    trip: .noNetwork)
+            deliver(answer(with: entry, for: load.request, status: status, at: now), to: load,
+                    as: Provenance(outcome: isStale ? .staleHit : .hit))
         case .answerStaleAndRevalidate(let entry, let conditions):
             if load.settings.judgesServerTrust {
                 // A revalidation nobody waits for would meet the origin's certificate with nobody
@@ -212,7 +211,7 @@ final class CacheEngine: Sendable {
                 exchange(.revalidate(entry, conditions), for: load.request, from: load.settings, waiting: nil)
                 exchanges.background.leave()
             }
-            deliver(answer(with: entry, for: load.request, status: status, at: now), to: load, outcome: .staleHit, trip: .noNetwork)
+            deliver(answer(with: entry, for: load.request, status: status, at: now), to: load, as: Provenance(outcome: .staleHit))
         case .send(let exchangePlan):
             exchange(exchangePlan, for: load)
         case .unavailable(let answersGatewayTimeout):
@@ -220,10 +219,10 @@ final class CacheEngine: Sendable {
                 let reason = CachingError(.notInCache, isOffline ? "offline mode and nothing stored for \(load.request.key)"
                                                                  : "nothing usable stored for \(load.request.key)")
                 return deliver(.failure(reason.urlError(.resourceUnavailable, url: load.request.urlRequest.url)), to: load,
-                               outcome: .notInCache, trip: .noNetwork)
+                               as: Provenance(outcome: .notInCache))
             }
-            deliver(gatewayTimeout(for: url, status: keyed(CacheStatus(forward: .uriMiss, detail: "only-if-cached"), for: load.request)), to: load,
-                    outcome: .notInCache, trip: .noNetwork)
+            deliver(gatewayTimeout(for: url, status: keyed(CacheStatus(forward: .uriMiss, detail: "only-if-cached"), for: load.request)),
+                    to: load, as: Provenance(outcome: .notInCache))
         }
     }
 
@@ -330,20 +329,26 @@ final class CacheEngine: Sendable {
         var methods: [String] = []
         var originStatus: Int?
         var bytes = 0
-
-        static let noNetwork = Trip()
     }
 
-    /// Hands `answer` to `load`'s client and counts it — unless it is a redirect the engine
-    /// follows for this load (every client but one that reports redirects to its app): then the
-    /// load goes on to the target (`followRedirect`).
-    func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false,
-                 notStored: NotStoredReason? = nil) {
+    /// How an answer came about, as the counters and the observer's event report it: what the
+    /// cache did, what went over the wire for it (none from the store), whether the load shared
+    /// another's upstream request, and why a fetched response was not stored.
+    struct Provenance: Sendable {
+        var outcome: CacheEvent.Outcome
+        var trip = Trip()
+        var collapsed = false
+        var notStored: NotStoredReason?
+    }
+
+    /// Hands `answer` to `load`'s client and counts it as `provenance` says — unless it is a
+    /// redirect the engine follows for this load (every client but one that reports redirects to
+    /// its app): then the load goes on to the target (`followRedirect`).
+    func deliver(_ answer: Answer, to load: Load, as provenance: Provenance) {
         var answer = answer
         if case .redirect(let response, let body, let target) = answer {
             guard load.redirects.isReport else {
-                return followRedirect(Redirect(response: response, body: body, target: target), for: load, outcome: outcome,
-                                      trip: trip, collapsed: collapsed, notStored: notStored)
+                return followRedirect(response, body, to: target, for: load, as: provenance)
             }
             // Reported to Apple's loader, which makes each hop's request anew: the app's delegate
             // sees, and the next load starts from, the request that loader would make.
@@ -353,15 +358,14 @@ final class CacheEngine: Sendable {
         if load.followedStoredRedirect, case .response(let response, let body) = answer {
             answer = .response(markedAsReachedThroughStoredRedirect(response), body)
         }
-        account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started,
-                notStored: notStored)
-        load.client.receive(answer, outcome: outcome)
+        account(answer, key: load.request.key, as: provenance, started: load.started)
+        load.client.receive(answer, outcome: provenance.outcome)
     }
 
     /// Counts an answer and reports it to the observer. Called before the app gets the answer,
     /// so statistics read after a response always include it.
-    func account(_ answer: Answer, key: String, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool,
-                 started: DispatchTime, notStored: NotStoredReason? = nil) {
+    func account(_ answer: Answer, key: String, as provenance: Provenance, started: DispatchTime) {
+        let (outcome, trip, collapsed) = (provenance.outcome, provenance.trip, provenance.collapsed)
         var delivered = 0
         if case .response(_, let body) = answer { delivered = body.count }
         configuration.identity.counters.withLock { counters in
@@ -384,7 +388,7 @@ final class CacheEngine: Sendable {
             key: key, outcome: outcome, originStatus: trip.originStatus, upstreamMethods: trip.methods,
             upstreamBytes: trip.bytes, deliveredBytes: delivered, collapsed: collapsed,
             duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9,
-            notStoredReason: notStored
+            notStoredReason: provenance.notStored
         ))
     }
 

@@ -30,7 +30,7 @@ extension CachingPolicy {
                                              timeToLive: CacheStatus.timeToLive(of: updated, at: context.now))
                     let storage: ExchangeOutcome.Storage = mayStore
                         ? .store(updated, memoryOnly: Self.isKeptInMemoryOnly(updated.headers)) : .removeVariant
-                    return .finish(ExchangeOutcome(answer: .stored(updated, status), storage: storage, verdict: .notModified))
+                    return .finish(ExchangeOutcome(answer: .stored(updated, status), storage: storage, verdict: .revalidatedNotModified))
                 case .serverError:
                     return .finish(Self.staleAfterError(entry, originStatus: head.status, now: context.now))
                 case .changed(bodyIncluded: false):
@@ -42,7 +42,9 @@ extension CachingPolicy {
                 }
             }
         }
-        return .finish(fetched(result, to: sent.method, for: request, fallback: fallback, forward: forward, context: context))
+        var outcome = fetched(result, to: sent.method, for: request, fallback: fallback, forward: forward, context: context)
+        if case .revalidate = plan, outcome.verdict == .fetched { outcome.verdict = .revalidatedChanged }
+        return .finish(outcome)
     }
 
     /// The `Cache-Status` a response head is streamed to the app with as its body arrives, or
@@ -133,7 +135,7 @@ extension CachingPolicy {
         }
         let status = cacheStatus(forFetched: head, decision: decision, forward: forward, now: context.now)
         var outcome = ExchangeOutcome(answer: Self.received(head, for: request, status: status),
-                                      storage: storage, verdict: .received,
+                                      storage: storage, verdict: .fetched,
                                       isPrivateToStarter: head.route.answeredWithCredential)
         if case .doNotStore(_, let code) = decision {
             outcome.notStoredReason = code
@@ -175,7 +177,7 @@ extension CachingPolicy {
             return ExchangeOutcome(answer: .failure(error), verdict: .failed)
         case .success(let received):
             let status = CacheStatus(forward: forward, forwardStatus: received.head.status)
-            return ExchangeOutcome(answer: Self.received(received.head, for: request, status: status), verdict: .received)
+            return ExchangeOutcome(answer: Self.received(received.head, for: request, status: status), verdict: .fetched)
         }
     }
 

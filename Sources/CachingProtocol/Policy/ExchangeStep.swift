@@ -53,12 +53,15 @@ struct ExchangeOutcome {
         case removeRecords([String])
     }
 
-    /// What happened, in the policy's terms.
+    /// What happened, in the policy's terms: one for each outcome an exchange reports in its
+    /// event (`CacheEvent.Outcome`, which the policy's layer does not name).
     enum Verdict: Sendable {
-        /// The origin's response is the answer.
-        case received
+        /// The origin's response is the answer, to a fetch (or a forwarded or unsafe request).
+        case fetched
+        /// The origin's response is the answer, to a revalidation: the stored one changed.
+        case revalidatedChanged
         /// The origin confirmed the stored response.
-        case notModified
+        case revalidatedNotModified
         /// The origin failed and a stored response answers, stale.
         case staleAfterError
         /// No response: the answer is an error (or the cache's `504`).
