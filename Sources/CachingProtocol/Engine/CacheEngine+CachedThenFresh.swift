@@ -34,12 +34,12 @@ extension CacheEngine {
             // with where the answer came from.
             let load = Load(request: request, settings: settings, client: FreshAnswerClient(stored: nil, continuation: continuation),
                             started: DispatchTime.now(), handle: handle)
-            let (plan, now) = plan(for: request, record: store.record(forKey: key))
-            return proceed(load, plan, now: now)
+            let (plan, now) = currentPlan(for: request, record: store.record(forKey: key))
+            return carryOut(plan, for: load, now: now)
         }
         if let stored {
             let isStale = stored.timeToLive(at: now) <= 0
-            if case .response(let response, let body) = answer(with: stored, for: request,
+            if case .response(let response, let body) = storedAnswer(stored, for: request,
                                                                 status: isStale ? .hit(stored, stale: true, at: now) : nil, at: now) {
                 continuation.yield(CachedThenFreshResponse(response: response, data: body, source: .cache(isStale: isStale)))
             }
@@ -60,7 +60,7 @@ extension CacheEngine {
         }
         let load = Load(request: request, settings: settings, client: FreshAnswerClient(stored: stored, continuation: continuation),
                         started: DispatchTime.now(), handle: handle)
-        exchange(plan, for: load)
+        runExchange(plan, for: load.request, from: load.settings, waiting: load)
     }
 }
 

@@ -7,28 +7,23 @@ import FoundationNetworking
 /// planned request, let the policy judge the answer (`CachingPolicy.step`, pure: what to store,
 /// what to answer, or a follow-up GET), store, and answer every load that waits.
 extension CacheEngine {
-    /// Runs `plan` for `load`: joins an identical exchange that runs, or starts one.
-    func exchange(_ plan: ExchangePlan, for load: Load) {
-        exchange(plan, for: load.request, from: load.settings, waiting: load)
-    }
-
     /// Sends an unsafe request as it is, on the engine's queue, shared with no other load; the
     /// store is invalidated once the origin accepted it (`ExchangePlan.unsafe`).
     func sendUnsafe(_ request: CacheRequest, from settings: SessionSettings, client: LoadClient) -> LoadHandle {
         var unshared = Load(request: request, settings: settings, client: client, started: .now())
         unshared.collapsible = false
         let load = unshared
-        Self.queue.async { [self] in exchange(.unsafe, for: load) }
+        Self.queue.async { [self] in runExchange(.unsafe, for: load.request, from: load.settings, waiting: load) }
         return load.handle
     }
 
-    /// Runs `plan` for `request` from an app session with `settings`; `waiting` nil starts a
+    /// Runs `plan` for `request` from an app session with `settings`, for `load` (nil: a
     /// background exchange nobody waits for — never for a session whose delegate judges server
     /// trust (no load of it could take the challenge). Call it on the engine's queue (every
     /// caller is there already), where an upstream task may be created.
-    func exchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?) {
+    func runExchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?) {
         if load == nil, settings.judgesServerTrust { return }
-        guard case .started(let exchange) = exchanges.start(plan, for: request, from: settings, load: load,
+        guard case .started(let exchange) = exchanges.enter(plan, for: request, from: settings, load: load,
                                                             collapses: configuration.collapsesRequests) else { return }
         // A GET, or a POST a rule declares cacheable (`CachingRule.cachePOST`), or an unsafe method.
         let requestMethod = request.urlRequest.httpMethod ?? "GET"
@@ -51,7 +46,7 @@ extension CacheEngine {
     /// Sends one request of `exchange`, unless every waiting load went away meanwhile (then the
     /// exchange finishes with nothing to hand out).
     private func send(_ sent: SentRequest, in exchange: Exchange, listener: ExchangeListener) {
-        guard case .send = exchange.machine({ $0.prepareToSend() }) else { return finish(exchange) }
+        guard case .send = exchange.machine({ $0.prepareToSend() }) else { return resolve(exchange) }
         let request = upstreamRequest(for: sent, in: exchange)
         listener.expect(sent, method: request.httpMethod ?? "GET")
         // A GET or HEAD whose waiting loads do not take the body as it arrives may be collected
@@ -87,7 +82,7 @@ extension CacheEngine {
                 guard case .success(let received) = result else { preconditionFailure("a received answer without a response") }
                 answer = .response(deliverable(received.head, status: keyed(status, for: request)), received.body)
             case .stored(let entry, let status):
-                answer = self.answer(with: entry, for: request, status: status, at: now)
+                answer = storedAnswer(entry, for: request, status: status, at: now)
             case .redirect(let target, let status):
                 guard case .success(let received) = result else { preconditionFailure("a redirect without a response") }
                 answer = .redirect(deliverable(received.head, status: status), received.body, to: target)
@@ -98,7 +93,7 @@ extension CacheEngine {
                 answer = .failure(error)
             }
             let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason)
-            finish(exchange, answering: answer, as: provenance,
+            resolve(exchange, answering: answer, as: provenance,
                    privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener))
         }
     }
@@ -140,17 +135,17 @@ extension CacheEngine {
     /// (nobody waits any more) it only retires it. An answer that is `privately` the load's that
     /// started the exchange (its app answered a challenge with a credential on the way, or it
     /// left) goes to that load only; the others start again, on their own.
-    private func finish(_ exchange: Exchange, answering answer: Answer? = nil, as provenance: Provenance? = nil,
+    private func resolve(_ exchange: Exchange, answering answer: Answer? = nil, as provenance: Provenance? = nil,
                         privately: Bool = false) {
-        guard let waiters = exchanges.finish(exchange), let answer, let provenance else { return }
+        guard let waiters = exchanges.close(exchange), let answer, let provenance else { return }
         for waiter in waiters {
             if privately, waiter.collapsed {
                 var retried = waiter.load
                 retried.collapsible = false
                 let load = retried
                 Self.queue.async { [self] in
-                    let (plan, now) = plan(for: load.request, record: store.finishLookup(load.request.key))
-                    proceed(load, plan, now: now)
+                    let (plan, now) = currentPlan(for: load.request, record: store.finishLookup(load.request.key))
+                    carryOut(plan, for: load, now: now)
                 }
                 continue
             }
@@ -259,7 +254,7 @@ final class ExchangeListener: UpstreamListener {
         guard let starter, !judgedByTheApp || starter.client.forwardsChallenges else {
             return answer(judgedByTheApp ? .cancelAuthenticationChallenge : .performDefaultHandling, nil)
         }
-        starter.client.answer(challenge, reply: answer)
+        starter.client.forward(challenge, reply: answer)
     }
 
     /// Hands the head to the loads that take the body as it arrives, and says how much of the

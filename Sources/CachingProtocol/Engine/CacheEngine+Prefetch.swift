@@ -56,17 +56,17 @@ extension CacheEngine {
                 client.whenFinished { continuation.resume(returning: $0) }
                 Self.queue.async { [self] in
                     guard !client.isFinished else { return }   // cancelled before it started
-                    let (plan, now) = plan(for: request, record: store.finishLookup(key))
+                    let (plan, now) = currentPlan(for: request, record: store.finishLookup(key))
                     switch plan {
                     case .answerStored(_, isStale: false):
                         client.finish(.alreadyFresh)
                     case .send(let exchangePlan):
-                        exchange(exchangePlan, for: load)
+                        runExchange(exchangePlan, for: load.request, from: load.settings, waiting: load)
                     case .answerStaleAndRevalidate(let entry, let conditions):
                         // A prefetch waits for the revalidation an app's load would leave running.
-                        exchange(.revalidate(entry, conditions), for: load)
+                        runExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, waiting: load)
                     case .answerStored, .unavailable:
-                        proceed(load, plan, now: now)
+                        carryOut(plan, for: load, now: now)
                     }
                 }
             }

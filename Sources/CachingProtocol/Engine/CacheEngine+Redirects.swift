@@ -75,7 +75,7 @@ extension CacheEngine {
         // delegate queue, and the next load may create an upstream task.
         Self.queue.async { [self] in
             guard !load.handle.isFinished else { return }
-            start(request, from: settings, after: load, viaStoredRedirect: fromCache)
+            loadNextHop(request, from: settings, after: load, viaStoredRedirect: fromCache)
         }
     }
 
@@ -83,7 +83,7 @@ extension CacheEngine {
     /// takes (or a POST a rule caches); an unsafe request is sent as it is (dropping what is
     /// stored for its URL once accepted); anything else the cache would leave to Foundation —
     /// another scheme, the app's own validators, a bypass rule — is sent as it is and never stored.
-    private func start(_ request: URLRequest, from settings: SessionSettings, after load: Load, viaStoredRedirect: Bool) {
+    private func loadNextHop(_ request: URLRequest, from settings: SessionSettings, after load: Load, viaStoredRedirect: Bool) {
         func next(_ request: CacheRequest) -> Load {
             // Sent by the same loader: with the fields it adds (`CacheRequest.fieldsAddedWhenSent`).
             load.following(settings.partitioned(request.sent(with: load.request.fieldsAddedWhenSent)), from: settings,
@@ -105,13 +105,13 @@ extension CacheEngine {
         }
         if let lookedUp {
             let load = next(lookedUp)
-            let (plan, now) = plan(for: load.request, record: store.finishLookup(load.request.key))
-            return proceed(load, plan, now: now)
+            let (plan, now) = currentPlan(for: load.request, record: store.finishLookup(load.request.key))
+            return carryOut(plan, for: load, now: now)
         }
         let key = cacheKey(for: request) ?? "FORWARD \(request.url?.absoluteString ?? "")"
         var sent = next(CacheRequest(request, key: key))
         sent.collapsible = false
-        exchange(unsafe ? .unsafe : .forward, for: sent)
+        runExchange(unsafe ? .unsafe : .forward, for: sent.request, from: sent.settings, waiting: sent)
     }
 
     /// `response` with `detail=via-stored-redirect` in its `Cache-Status` (joined to a detail it

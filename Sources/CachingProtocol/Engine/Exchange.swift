@@ -71,7 +71,7 @@ final class LoadHandle: Sendable {
     var isFinished: Bool { state.withLock { $0.isFinished } }
 
     /// Marks the load answered; false when it was already answered or cancelled.
-    func finish() -> Bool {
+    func claimAnswer() -> Bool {
         state.withLock { state in
             guard !state.isFinished else { return false }
             state.isFinished = true
@@ -190,8 +190,8 @@ final class ExchangeTable: Sendable {
     /// Background exchanges (stale-while-revalidate) still running.
     let background = DispatchGroup()
 
-    /// How `start` went.
-    enum Start {
+    /// How `enter` went.
+    enum Entry {
         /// A new exchange, which the caller must run; `load` (if any) waits on it.
         case started(Exchange)
         /// `load` joined an identical exchange that runs.
@@ -202,11 +202,11 @@ final class ExchangeTable: Sendable {
 
     /// Makes `load` wait on an identical running exchange (when `collapses`), or starts a new one
     /// for `plan`. `load` nil starts a background exchange nobody waits for, unless one runs.
-    func start(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, load: Load?,
-               collapses: Bool) -> Start {
+    func enter(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, load: Load?,
+               collapses: Bool) -> Entry {
         let collapses = collapses && load?.collapsible != false
         var joinedNumber: Int?
-        let start = state.withLock { state -> Start in
+        let entry = state.withLock { state -> Entry in
             var serial = 0
             if !collapses {
                 state.serial += 1
@@ -227,16 +227,16 @@ final class ExchangeTable: Sendable {
             }
             return .started(exchange)
         }
-        switch start {
+        switch entry {
         case .started(let exchange), .joined(let exchange):
-            if case .started = start, exchange.isBackground { background.enter() }
+            if case .started = entry, exchange.isBackground { background.enter() }
             if let load, let joinedNumber {
                 load.handle.joined { [self] in leave(exchange, waiter: joinedNumber) }
             }
         case .alreadyRunning:
             break
         }
-        return start
+        return entry
     }
 
     /// How many loads wait on the exchanges running now (tests wait on it to know a load joined).
@@ -246,7 +246,7 @@ final class ExchangeTable: Sendable {
 
     /// Hands back the loads that wait for `exchange`'s answer and retires it (identical loads
     /// start a new one from now on); nil when it had finished already.
-    func finish(_ exchange: Exchange) -> [Exchange.Waiter]? {
+    func close(_ exchange: Exchange) -> [Exchange.Waiter]? {
         retire(exchange)
         guard case .deliver(let waiters) = exchange.machine({ $0.upstreamFinished() }) else { return nil }
         if exchange.isBackground { background.leave() }

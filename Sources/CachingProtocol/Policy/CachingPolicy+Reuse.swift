@@ -12,7 +12,7 @@ extension CachingPolicy {
                       offline: Bool = false) -> LoadPlan {
         let plan = reuse(for: request, stored: stored, keyWasStored: keyWasStored ?? (stored != nil), now: now, offline: offline)
         if let range = request.byteRange, !plan.isUnavailable {
-            return self.plan(forRange: range, of: request, reusing: plan, keyWasStored: keyWasStored ?? (stored != nil))
+            return rangePlan( range, of: request, reusing: plan, keyWasStored: keyWasStored ?? (stored != nil))
         }
         return plan
     }
@@ -104,7 +104,7 @@ extension CachingPolicy {
     /// holds the range but is stale is revalidated with a conditional range GET, and anything
     /// else is fetched with the range: a `206` answer is stored, or combined with the part
     /// stored before.
-    private func plan(forRange range: ByteRange, of request: CacheRequest, reusing whole: LoadPlan, keyWasStored: Bool) -> LoadPlan {
+    private func rangePlan(_ range: ByteRange, of request: CacheRequest, reusing whole: LoadPlan, keyWasStored: Bool) -> LoadPlan {
         if case .answerStored(let entry, _) = whole, Self.servesRange(range, from: entry) != nil {
             return whole
         }
