@@ -29,8 +29,8 @@ final class TieredStore: RecordStore {
 
     /// The largest stored response set by the app; nil follows the capacities.
     private let maximumEntrySizeSetting = Locked<Int?>(nil)
-    /// When memory was last swept of records past the age limit (the limit is the disk ledger's).
-    private let lastMemorySweep = Locked<Date?>(nil)
+    /// The age limit (`maximumEntryAge`), read by every lookup, and when memory was last swept.
+    private let ageLimit = Locked<(limit: TimeInterval?, lastSweep: Date?)>((nil, nil))
 
     /// Where memory warnings move memory to disk, one after the other, off the posting thread.
     private let memoryWarnings = DispatchQueue(label: "CachingProtocol.TieredStore.memoryWarnings", qos: .utility)
@@ -52,14 +52,13 @@ final class TieredStore: RecordStore {
     }
 
     /// Responses stored longer ago than this (on `clock`) are never served and are removed,
-    /// unless their key is pinned; nil: no limit. The disk ledger holds it and sweeps the disk
-    /// (`DiskStore.maximumEntryAge`); lookups drop them meanwhile, from memory too, and memory is
-    /// swept at the disk's interval.
+    /// unless their key is pinned; nil: no limit. The disk tier sweeps them
+    /// (`DiskStore.maximumEntryAge`); lookups drop them meanwhile, from memory too.
     var maximumEntryAge: TimeInterval? {
-        get { disk.maximumEntryAge }
+        get { ageLimit.withLock { $0.limit } }
         set {
+            ageLimit.withLock { $0 = (newValue, nil) }
             disk.maximumEntryAge = newValue
-            lastMemorySweep.withLock { $0 = nil }
             sweepMemoryIfDue()
         }
     }
@@ -68,14 +67,17 @@ final class TieredStore: RecordStore {
     /// limit (between a minute and an hour, as on disk) passed since the last time: so that
     /// raising or lifting the limit never brings them back. Run by stores and `waitUntilSettled`.
     private func sweepMemoryIfDue() {
-        guard let limit = disk.maximumEntryAge else { return }
+        guard ageLimit.withLock({ $0.limit }) != nil else { return }
         let now = clock()
-        let due = lastMemorySweep.withLock { last -> Bool in
-            if let last, now >= last, now.timeIntervalSince(last) < DiskLedger.expiryInterval(for: limit) { return false }
-            last = now
-            return true
+        let limit = ageLimit.withLock { state -> TimeInterval? in
+            guard let limit = state.limit else { return nil }
+            if let last = state.lastSweep, now >= last, now.timeIntervalSince(last) < DiskLedger.expiryInterval(for: limit) {
+                return nil
+            }
+            state.lastSweep = now
+            return limit
         }
-        guard due else { return }
+        guard let limit else { return }
         let cutoff = now.addingTimeInterval(-limit)
         let pins = disk.currentPins()
         memory.removeRecords { $0.latestResponseDate < cutoff && !pins.contains(EntryDigest(key: $0.key)) }
@@ -85,7 +87,7 @@ final class TieredStore: RecordStore {
     /// left (then the record is removed). Pinned records are kept whole. Costs one lock when
     /// there is no limit.
     private func withinAgeLimit(_ record: CacheRecord) -> CacheRecord? {
-        guard let limit = disk.maximumEntryAge else { return record }
+        guard let limit = ageLimit.withLock({ $0.limit }) else { return record }
         let cutoff = clock().addingTimeInterval(-limit)
         guard record.variants.contains(where: { $0.responseDate < cutoff }), !disk.isPinned(record.key) else { return record }
         let kept = record.variants.filter { $0.responseDate >= cutoff }
