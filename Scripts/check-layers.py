@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Fails when a library file names a type (or top-level function or constant) of a layer above its
-own, or of a sibling layer: the layer diagram of Docs/architecture.md, checked.
+own, or of a sibling layer: the layer diagram of Docs/architecture.md, checked. Also fails when a
+type declared in a `Type+Topic.swift` file is used in another file: a type used outside its file
+gets a file of its own, named after it (Docs/architecture.md, "Files").
 
 Each folder of Sources/CachingProtocol is a layer. A file may name what its own layer and the
 layers below it declare:
@@ -22,6 +24,11 @@ DECLARATION = re.compile(
     r"^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|package|internal|fileprivate|private|open|final|indirect|nonisolated)\s+)*"
     r"(?:struct|class|enum|protocol|actor|typealias|func|let|var)\s+([A-Za-z_]\w*)")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+# A type declared at any depth (a nested type of an extension counts too).
+GENERIC_PARAMETERS = re.compile(r"(?:struct|class|enum|func|init|protocol)\s*[A-Za-z_]*\w*\s*<([^<>]*)>")
+TYPE_DECLARATION = re.compile(
+    r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|package|internal|fileprivate|private|open|final|indirect|nonisolated)\s+)*"
+    r"(?:struct|class|enum|protocol|actor|typealias)\s+([A-Za-z_]\w*)")
 
 
 def code_only(text):
@@ -91,10 +98,50 @@ def main():
             if higher or sibling:
                 kind = "a higher layer" if higher else "a sibling layer"
                 problems.append(f"{path}: names {name}, declared in {kind} ({owner[1]})")
-    for problem in problems:
+    # Types declared in `Type+Topic.swift` files and named in another file. A top-level type is
+    # used wherever its name appears (and no type or generic parameter of that name is declared
+    # there); a type nested in `Type` where `Type.Name` appears, or its bare name in another file
+    # of `Type` (`Type.swift`, `Type+Other.swift`).
+    def declared_types(code):
+        names = {m.group(1) for m in map(TYPE_DECLARATION.match, code.splitlines()) if m}
+        for generics in GENERIC_PARAMETERS.findall(code):
+            names.update(IDENTIFIER.findall(generics.split(":")[0]) if ":" not in generics else
+                         [part.split(":")[0].strip() for part in generics.split(",")])
+        return names
+    types_in = {path: declared_types(code) for path, (_, code) in files.items()}
+    identifiers = {path: set(IDENTIFIER.findall(code)) for path, (_, code) in files.items()}
+    hidden = []
+    for path in sorted(files):
+        base = os.path.basename(path)[:-len(".swift")]
+        if "+" not in base:
+            continue
+        owner = base.split("+")[0]
+        code = files[path][1]
+        for line in code.splitlines():
+            match = TYPE_DECLARATION.match(line)
+            if not match:
+                continue
+            name, nested = match.group(1), line[:1].isspace()
+            users = []
+            for other in sorted(files):
+                if other == path or name in types_in[other]:
+                    continue
+                other_base = os.path.basename(other)[:-len(".swift")]
+                if not nested:
+                    used = name in identifiers[other]
+                else:
+                    same_owner = other_base == owner or other_base.startswith(owner + "+")
+                    used = (same_owner and name in identifiers[other]) or re.search(
+                        rf"\b{re.escape(owner)}\.{re.escape(name)}\b", files[other][1]) is not None
+                if used:
+                    users.append(os.path.basename(other))
+            if users:
+                hidden.append(f"{path}: declares {name}, used in {', '.join(users)}")
+    for problem in problems + hidden:
         print(problem)
-    print(f"check-layers: {len(files)} files, {len(declared)} top-level names, {len(problems)} upward or sideways references")
-    return 1 if problems else 0
+    print(f"check-layers: {len(files)} files, {len(declared)} top-level names, {len(problems)} upward or sideways references, "
+          f"{len(hidden)} types declared in a '+' file and used elsewhere")
+    return 1 if problems or hidden else 0
 
 
 if __name__ == "__main__":

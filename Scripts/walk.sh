@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Which library files run for one request, counted as Docs/architecture.md counts them: every
-# file with a line of code that ran. Builds the tests with LLVM coverage, copies
+# What a reader must hold to follow one request, counted as Docs/architecture.md counts it: the
+# library files with a line of code that ran, the functions that ran (closures read with their
+# function, compiler-made code left out) and the types whose members ran (Scripts/walk/count.py). Builds the tests with LLVM coverage, copies
 # Scripts/walk/WalkProbe.swift into the test target for the run (it needs the coverage runtime,
 # so it is never part of `swift test`), resets the counters just before each request and writes
 # them just after:
@@ -20,8 +21,7 @@ tools="$(dirname "$(readlink -f "$(command -v swift)")")"
 binary=$(find .build/debug/ -maxdepth 1 -name "CachingProtocolPackageTests.xctest" | head -1)
 for walk in hit reval writebehind; do
     "$tools/llvm-profdata" merge -sparse /tmp/walk-$walk.profraw -o /tmp/walk-$walk.profdata
-    files=$("$tools/llvm-cov" report "$binary" -instr-profile=/tmp/walk-$walk.profdata 2>/dev/null \
-        | grep "Sources/CachingProtocol" | awk '{ if ($8 - $9 > 0) print $1 }' | sed 's|.*Sources/CachingProtocol/||')
-    echo "== $walk: $(echo "$files" | wc -l) files"
-    echo "$files" | sed 's/^/   /'
+    echo "== $walk"
+    "$tools/llvm-cov" export "$binary" -instr-profile=/tmp/walk-$walk.profdata 2>/dev/null \
+        | Scripts/walk/count.py "$tools/swift-demangle"
 done

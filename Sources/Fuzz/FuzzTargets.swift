@@ -110,7 +110,7 @@ enum FuzzEntryPoints {
                 let now = responseDate.addingTimeInterval(offset)
                 let timeToLive = entry.timeToLive(at: now)
                 check(timeToLive.isFinite && abs(timeToLive) < 1e15, "time to live \(timeToLive)")
-                _ = policy.decision(for: request, stored: entry, now: now)
+                _ = policy.plan(for: request, stored: entry, now: now)
                 _ = policy.mayServeAfterError(entry, request: request, now: now)
             }
         }

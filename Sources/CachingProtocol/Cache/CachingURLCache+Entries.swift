@@ -49,7 +49,7 @@ extension CachingURLCache {
     /// and so are those kept in memory only. Call it from any thread; it waits for the disk index
     /// to load when the cache just opened.
     public func entries() -> [Entry] {
-        Self.entries(store.listing(), pins: store.disk.currentPins(), now: clock(), maximumAge: maximumEntryAge)
+        Self.entries(store.listing(), pins: store.currentPins(), now: clock(), maximumAge: maximumEntryAge)
     }
 
     /// What the cache in `directory` holds, as ``entries()`` lists it with ages at `now`, read

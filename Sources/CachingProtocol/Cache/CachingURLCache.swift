@@ -209,15 +209,15 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     /// The most bytes kept in memory. Lowering it evicts least recently used entries at once.
     open override var memoryCapacity: Int {
-        get { store.memory.capacity }
-        set { store.memory.capacity = max(0, newValue) }
+        get { store.memoryCapacity }
+        set { store.memoryCapacity = newValue }
     }
 
     /// The most bytes kept on disk (all files of ``directory``). Lowering it evicts least
     /// recently used entries; ``waitUntilSettled()`` returns once the directory is within it.
     open override var diskCapacity: Int {
-        get { store.disk.capacity }
-        set { store.disk.capacity = max(0, newValue) }
+        get { store.diskCapacity }
+        set { store.diskCapacity = newValue }
     }
 
     /// The largest response, in bytes (body, headers and URL), the cache stores. A larger one is
@@ -252,19 +252,20 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         set { store.maximumEntryAge = newValue }
     }
 
-    open override var currentMemoryUsage: Int { store.memory.statistics.byteCount }
+    open override var currentMemoryUsage: Int { store.statistics.memory.byteCount }
 
-    open override var currentDiskUsage: Int { store.disk.statistics.byteCount }
+    open override var currentDiskUsage: Int { store.statistics.disk.byteCount }
 
     /// What each tier holds and how often it answered, and the disk tier's condition.
     public var statistics: Statistics {
-        let diagnostics = store.disk.diagnostics
+        let diagnostics = store.diskDiagnostics
+        let tiers = store.statistics
         let problem: CachingError?
         switch diagnostics.status {
         case .available: problem = nil
         case .unavailable(let error): problem = error
         }
-        return Statistics(memory: store.memory.statistics, disk: store.disk.statistics, diskProblem: problem,
+        return Statistics(memory: tiers.memory, disk: tiers.disk, diskProblem: problem,
                           diskWriteFailures: diagnostics.writeFailures,
                           corruptEntriesRemoved: diagnostics.corruptEntriesRemoved,
                           unavailableDiskReads: diagnostics.unavailableReads)
@@ -318,7 +319,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// Evicts least recently used disk entries until the disk tier holds at most `bytes`,
     /// without changing ``diskCapacity``.
     public func trimDisk(toBytes bytes: Int) {
-        store.disk.trim(toBytes: max(0, bytes))
+        store.trimDisk(toBytes: max(0, bytes))
     }
 
     /// Deletes every entry from both tiers and returns once every entry file is gone from the
@@ -482,5 +483,82 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
                                    url: (response.url ?? request.urlRequest.url)?.absoluteString ?? "", for: request,
                                    requestDate: now, responseDate: now, freshnessLifetime: lifetime, initialAge: initialAge,
                                    userInfo: userInfo)
+    }
+}
+
+// MARK: - Data Protection
+
+extension CachingURLCache {
+    /// The Data Protection class of every file and directory the cache creates in ``directory``:
+    /// when the system lets them be read (see ``CachingFileProtection``).
+    ///
+    /// Default: ``CachingFileProtection/completeUntilFirstUserAuthentication``, the class Apple
+    /// gives app files by default (readable in the background once the device was unlocked after
+    /// a restart). Setting it also gives the files and directories the cache already created the
+    /// new class; that runs on the cache's disk worker, after the disk writes handed in before,
+    /// and ``waitUntilSettled()`` waits for it. On Linux and other platforms without Data
+    /// Protection it has no effect.
+    ///
+    /// Threading: may be read and set from any thread.
+    public var fileProtection: CachingFileProtection {
+        get { store.fileProtection }
+        set { store.fileProtection = newValue }
+    }
+}
+
+// MARK: - Pins
+
+// Pinning: content kept for offline use, safe from eviction and the age limit.
+extension CachingURLCache {
+    /// Keeps what is stored for `url` (GET, every `Vary` variant) on disk whatever least recently
+    /// used eviction and ``maximumEntryAge`` would do: for content an app promises offline (a
+    /// downloaded article, a map tile set).
+    ///
+    /// A pinned response is still revalidated when its policy says so and replaced by a newer
+    /// one, and explicit removals (``purge(url:)``, ``removeAll()``) still remove it; the pin
+    /// stays until ``unpin(_:)-(URL)``. A URL can be pinned before it is stored. Pins are kept in
+    /// the cache directory (a small `pins` file), so they survive reopening it and every process
+    /// that shares the directory sees them. The key is made as the protocol makes it, so a key
+    /// rule applies (``CachingRule/ignoringQueryItems(_:host:pathPrefix:)``). Responses kept in
+    /// memory only (those that set a cookie) never reach the disk, so a pin does not keep them.
+    ///
+    /// Pinned bytes count toward ``diskCapacity``, and must leave room in it for one response of
+    /// ``maximumEntrySize`` (so the cache can still keep what the app fetches): when the responses
+    /// pinned, with the index files and that room, would not fit, this throws
+    /// ``CachingError/Code/pinnedBeyondCapacity`` and pins nothing. Should pinned responses alone
+    /// outgrow the capacity later (they were replaced by larger ones, or the capacity was
+    /// lowered), the least recently used of them are evicted (and stay pinned).
+    ///
+    /// For offline-first apps, give the cache a `directory` outside the caches directory: iOS
+    /// deletes the contents of Caches when the device runs low on space, pins or not.
+    ///
+    /// Waits for the disk writes handed in before the call, then writes the pins file: call it
+    /// off the main thread. Thread-safe.
+    public func pin(_ url: URL) throws {
+        try pin([url])
+    }
+
+    /// Pins every URL in `urls`, or none of them (see ``pin(_:)-(URL)``).
+    public func pin(_ urls: [URL]) throws {
+        try store.pin(urls.map(key(for:)), leavingRoom: maximumEntrySize)
+    }
+
+    /// Stops keeping `url` from eviction and the age limit; what is stored for it stays until
+    /// they remove it. Unpinning a URL that is not pinned changes nothing. Thread-safe; waits like
+    /// ``pin(_:)-(URL)``.
+    public func unpin(_ url: URL) throws {
+        try unpin([url])
+    }
+
+    /// Unpins every URL in `urls` (see ``unpin(_:)-(URL)``).
+    public func unpin(_ urls: [URL]) throws {
+        try store.unpin(urls.map(key(for:)))
+    }
+
+    /// The pinned URLs, in the order they were pinned, as the cache keys them (without what a
+    /// key rule leaves out). Includes what another process sharing the directory pinned.
+    /// Thread-safe; reads the small pins file when it changed.
+    public var pinnedURLs: [URL] {
+        store.currentPins().keys.compactMap(Self.url(ofKey:))
     }
 }

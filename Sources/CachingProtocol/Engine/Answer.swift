@@ -61,7 +61,7 @@ protocol LoadClient: Sendable {
     func receiveChunk(_ data: Data)
     /// A challenge raised on the way before any response: `reply` with the app's answer (the
     /// client forwards it to the app), or with default handling.
-    func answer(_ challenge: URLAuthenticationChallenge,
+    func forward(_ challenge: URLAuthenticationChallenge,
                 reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
     /// Whether `answer` passes challenges to the app (Apple's client does; otherwise it gives
     /// them default handling).
@@ -74,7 +74,7 @@ extension LoadClient {
     var needsWholeBody: Bool { !streamsBody }
     func receiveHead(_ response: HTTPURLResponse) {}
     func receiveChunk(_ data: Data) {}
-    func answer(_ challenge: URLAuthenticationChallenge,
+    func forward(_ challenge: URLAuthenticationChallenge,
                 reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         reply(.performDefaultHandling, nil)
     }

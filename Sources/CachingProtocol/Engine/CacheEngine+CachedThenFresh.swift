@@ -3,27 +3,6 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// One answer of ``CachingURLProtocol/cachedThenFresh(for:)``.
-public struct CachedThenFreshResponse: @unchecked Sendable {
-    // @unchecked: HTTPURLResponse is immutable after creation but not declared Sendable everywhere.
-
-    /// Where an answer came from.
-    public enum Source: Sendable, Equatable {
-        /// The stored response, handed over before the origin was asked; `isStale` when it was
-        /// past its freshness.
-        case cache(isStale: Bool)
-        /// The origin's current response, which differs from what was stored (or nothing was).
-        case origin
-    }
-
-    /// The response, with the status and headers the origin sent (and `Cache-Status`).
-    public let response: HTTPURLResponse
-    /// The whole body.
-    public let data: Data
-    /// Whether this answer is the stored one or the origin's.
-    public let source: Source
-}
-
 extension CacheEngine {
     /// The stored answer at once, then the origin's answer if it differs: MKNetworkKit's "the
     /// completion handler is called twice", as an explicit sequence.
@@ -55,12 +34,12 @@ extension CacheEngine {
             // with where the answer came from.
             let load = Load(request: request, settings: settings, client: FreshAnswerClient(stored: nil, continuation: continuation),
                             started: DispatchTime.now(), handle: handle)
-            let (plan, now) = plan(for: request, record: store.record(forKey: key))
-            return proceed(load, plan, now: now)
+            let (plan, now) = currentPlan(for: request, record: store.record(forKey: key))
+            return carryOut(plan, for: load, now: now)
         }
         if let stored {
             let isStale = stored.timeToLive(at: now) <= 0
-            if case .response(let response, let body) = answer(with: stored, for: request,
+            if case .response(let response, let body) = storedAnswer(stored, for: request,
                                                                 status: isStale ? .hit(stored, stale: true, at: now) : nil, at: now) {
                 continuation.yield(CachedThenFreshResponse(response: response, data: body, source: .cache(isStale: isStale)))
             }
@@ -81,7 +60,7 @@ extension CacheEngine {
         }
         let load = Load(request: request, settings: settings, client: FreshAnswerClient(stored: stored, continuation: continuation),
                         started: DispatchTime.now(), handle: handle)
-        exchange(plan, for: load)
+        runExchange(plan, for: load.request, from: load.settings, waiting: load)
     }
 }
 

@@ -7,28 +7,23 @@ import FoundationNetworking
 /// planned request, let the policy judge the answer (`CachingPolicy.step`, pure: what to store,
 /// what to answer, or a follow-up GET), store, and answer every load that waits.
 extension CacheEngine {
-    /// Runs `plan` for `load`: joins an identical exchange that runs, or starts one.
-    func exchange(_ plan: ExchangePlan, for load: Load) {
-        exchange(plan, for: load.request, from: load.settings, waiting: load)
-    }
-
     /// Sends an unsafe request as it is, on the engine's queue, shared with no other load; the
     /// store is invalidated once the origin accepted it (`ExchangePlan.unsafe`).
     func sendUnsafe(_ request: CacheRequest, from settings: SessionSettings, client: LoadClient) -> LoadHandle {
         var unshared = Load(request: request, settings: settings, client: client, started: .now())
         unshared.collapsible = false
         let load = unshared
-        Self.queue.async { [self] in exchange(.unsafe, for: load) }
+        Self.queue.async { [self] in runExchange(.unsafe, for: load.request, from: load.settings, waiting: load) }
         return load.handle
     }
 
-    /// Runs `plan` for `request` from an app session with `settings`; `waiting` nil starts a
+    /// Runs `plan` for `request` from an app session with `settings`, for `load` (nil: a
     /// background exchange nobody waits for — never for a session whose delegate judges server
     /// trust (no load of it could take the challenge). Call it on the engine's queue (every
     /// caller is there already), where an upstream task may be created.
-    func exchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?) {
+    func runExchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?) {
         if load == nil, settings.judgesServerTrust { return }
-        guard case .started(let exchange) = exchanges.start(plan, for: request, from: settings, load: load,
+        guard case .started(let exchange) = exchanges.enter(plan, for: request, from: settings, load: load,
                                                             collapses: configuration.collapsesRequests) else { return }
         // A GET, or a POST a rule declares cacheable (`CachingRule.cachePOST`), or an unsafe method.
         let requestMethod = request.urlRequest.httpMethod ?? "GET"
@@ -51,7 +46,7 @@ extension CacheEngine {
     /// Sends one request of `exchange`, unless every waiting load went away meanwhile (then the
     /// exchange finishes with nothing to hand out).
     private func send(_ sent: SentRequest, in exchange: Exchange, listener: ExchangeListener) {
-        guard case .send = exchange.prepareToSend() else { return finish(exchange, with: nil) }
+        guard case .send = exchange.machine({ $0.prepareToSend() }) else { return resolve(exchange) }
         let request = upstreamRequest(for: sent, in: exchange)
         listener.expect(sent, method: request.httpMethod ?? "GET")
         // A GET or HEAD whose waiting loads do not take the body as it arrives may be collected
@@ -60,7 +55,7 @@ extension CacheEngine {
         let task = upstream.send(request, from: exchange.id.settings, wholeBody: wholeBody, listener: listener) { [self] result in
             received(result, for: sent, in: exchange, listener: listener)
         }
-        if case .cancel(let task) = exchange.upstreamStarted(task) { task.cancel() }
+        if case .cancel(let task) = exchange.machine({ $0.upstreamStarted(task) }) { task.cancel() }
     }
 
     /// The origin answered (or failed): the policy says what it means; the engine stores what it
@@ -87,7 +82,7 @@ extension CacheEngine {
                 guard case .success(let received) = result else { preconditionFailure("a received answer without a response") }
                 answer = .response(deliverable(received.head, status: keyed(status, for: request)), received.body)
             case .stored(let entry, let status):
-                answer = self.answer(with: entry, for: request, status: status, at: now)
+                answer = storedAnswer(entry, for: request, status: status, at: now)
             case .redirect(let target, let status):
                 guard case .success(let received) = result else { preconditionFailure("a redirect without a response") }
                 answer = .redirect(deliverable(received.head, status: status), received.body, to: target)
@@ -97,9 +92,9 @@ extension CacheEngine {
             case .failure(let error):
                 answer = .failure(error)
             }
-            finish(exchange, with: Resolution(answer: answer, outcome: eventOutcome(outcome.verdict, of: exchange.plan), trip: trip,
-                                              isPrivateToStarter: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener),
-                                              notStored: outcome.notStoredReason))
+            let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason)
+            resolve(exchange, answering: answer, as: provenance,
+                   privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener))
         }
     }
 
@@ -136,48 +131,27 @@ extension CacheEngine {
         }
     }
 
-    /// The event outcome of an exchange that ended with `verdict`.
-    private func eventOutcome(_ verdict: ExchangeOutcome.Verdict, of plan: ExchangePlan) -> CacheEvent.Outcome {
-        switch verdict {
-        case .notModified: return .revalidatedNotModified
-        case .staleAfterError: return .staleAfterError
-        case .failed: return .failed
-        case .received:
-            if case .revalidate = plan { return .revalidatedChanged }
-            return .fetched
-        }
-    }
-
-    /// What an exchange hands to every load that waited on it.
-    private struct Resolution: Sendable {
-        let answer: Answer
-        let outcome: CacheEvent.Outcome
-        let trip: Trip
-        /// Only for the load that started the exchange: its app answered a challenge with a
-        /// credential on the way.
-        var isPrivateToStarter = false
-        /// Why the origin's response was not stored, for the event.
-        var notStored: NotStoredReason?
-    }
-
-    /// Hands `resolution` to every load that waits on `exchange` and retires it; with no
-    /// resolution (nobody waits any more) it only retires it. A resolution private to the load
-    /// that started the exchange goes to that load only; the others start again, on their own.
-    private func finish(_ exchange: Exchange, with resolution: Resolution?) {
-        guard let waiters = exchanges.finish(exchange), let resolution else { return }
+    /// Hands `answer` to every load that waits on `exchange` and retires it; with no answer
+    /// (nobody waits any more) it only retires it. An answer that is `privately` the load's that
+    /// started the exchange (its app answered a challenge with a credential on the way, or it
+    /// left) goes to that load only; the others start again, on their own.
+    private func resolve(_ exchange: Exchange, answering answer: Answer? = nil, as provenance: Provenance? = nil,
+                        privately: Bool = false) {
+        guard let waiters = exchanges.close(exchange), let answer, let provenance else { return }
         for waiter in waiters {
-            if resolution.isPrivateToStarter, waiter.collapsed {
+            if privately, waiter.collapsed {
                 var retried = waiter.load
                 retried.collapsible = false
                 let load = retried
                 Self.queue.async { [self] in
-                    let (plan, now) = plan(for: load.request, record: store.finishLookup(load.request.key))
-                    proceed(load, plan, now: now)
+                    let (plan, now) = currentPlan(for: load.request, record: store.finishLookup(load.request.key))
+                    carryOut(plan, for: load, now: now)
                 }
                 continue
             }
-            deliver(resolution.answer, to: waiter.load, outcome: resolution.outcome, trip: resolution.trip,
-                    collapsed: waiter.collapsed, notStored: resolution.notStored)
+            var shared = provenance
+            shared.collapsed = waiter.collapsed
+            deliver(answer, to: waiter.load, as: shared)
         }
     }
 
@@ -280,7 +254,7 @@ final class ExchangeListener: UpstreamListener {
         guard let starter, !judgedByTheApp || starter.client.forwardsChallenges else {
             return answer(judgedByTheApp ? .cancelAuthenticationChallenge : .performDefaultHandling, nil)
         }
-        starter.client.answer(challenge, reply: answer)
+        starter.client.forward(challenge, reply: answer)
     }
 
     /// Hands the head to the loads that take the body as it arrives, and says how much of the
@@ -337,8 +311,23 @@ final class ExchangeListener: UpstreamListener {
     /// the exchange is closed to loads that would join it, which could not get the body whole.
     private func stopsKeepingBody() -> Bool {
         let takingPiecesOnly = state.withLock { $0.takingPiecesOnly }
-        return exchange.closeToJoiners(ifEvery: { takingPiecesOnly.contains(ObjectIdentifier($0.load.handle)) })
+        return exchange.machine { machine in
+            machine.closeToJoiners(ifEvery: { takingPiecesOnly.contains(ObjectIdentifier($0.load.handle)) })
+        }
     }
 
-    var isWanted: Bool { exchange.isRunning }
+    var isWanted: Bool { exchange.machine({ $0.isRunning }) }
+}
+
+extension CacheEvent.Outcome {
+    /// The event outcome of an exchange that ended with `verdict`: the same name.
+    fileprivate init(_ verdict: ExchangeOutcome.Verdict) {
+        switch verdict {
+        case .fetched: self = .fetched
+        case .revalidatedChanged: self = .revalidatedChanged
+        case .revalidatedNotModified: self = .revalidatedNotModified
+        case .staleAfterError: self = .staleAfterError
+        case .failed: self = .failed
+        }
+    }
 }

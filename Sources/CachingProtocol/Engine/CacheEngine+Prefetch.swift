@@ -3,35 +3,6 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// What ``CachingConfiguration/prefetch(_:maximumConcurrent:)`` did with its URLs: each URL
-/// counts in exactly one of the four.
-public struct PrefetchSummary: Sendable, Equatable, CustomStringConvertible {
-    /// URLs the origin answered (fetched, or a stored response revalidated): the cache now holds
-    /// the answer as its policy allows (one the policy does not store counts here too).
-    public var fetched = 0
-    /// URLs with a fresh stored response: nothing was sent.
-    public var alreadyFresh = 0
-    /// URLs the cache does not take: a `bypass` rule, a scheme other than http(s), or a request
-    /// the cache would leave to Foundation.
-    public var bypassed = 0
-    /// URLs whose request failed (the origin could not be reached or answered with an error
-    /// status, or the prefetch was cancelled before they were answered), and URLs a cancelled
-    /// prefetch never sent.
-    public var failed = 0
-
-    /// A summary with these counts (zero by default).
-    public init(fetched: Int = 0, alreadyFresh: Int = 0, bypassed: Int = 0, failed: Int = 0) {
-        self.fetched = fetched
-        self.alreadyFresh = alreadyFresh
-        self.bypassed = bypassed
-        self.failed = failed
-    }
-
-    public var description: String {
-        "fetched \(fetched), already fresh \(alreadyFresh), bypassed \(bypassed), failed \(failed)"
-    }
-}
-
 extension CacheEngine {
     /// What one prefetched URL came to.
     enum PrefetchOutcome: Sendable {
@@ -85,17 +56,17 @@ extension CacheEngine {
                 client.whenFinished { continuation.resume(returning: $0) }
                 Self.queue.async { [self] in
                     guard !client.isFinished else { return }   // cancelled before it started
-                    let (plan, now) = plan(for: request, record: store.finishLookup(key))
+                    let (plan, now) = currentPlan(for: request, record: store.finishLookup(key))
                     switch plan {
                     case .answerStored(_, isStale: false):
                         client.finish(.alreadyFresh)
                     case .send(let exchangePlan):
-                        exchange(exchangePlan, for: load)
+                        runExchange(exchangePlan, for: load.request, from: load.settings, waiting: load)
                     case .answerStaleAndRevalidate(let entry, let conditions):
                         // A prefetch waits for the revalidation an app's load would leave running.
-                        exchange(.revalidate(entry, conditions), for: load)
+                        runExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, waiting: load)
                     case .answerStored, .unavailable:
-                        proceed(load, plan, now: now)
+                        carryOut(plan, for: load, now: now)
                     }
                 }
             }

@@ -21,41 +21,29 @@ import FoundationNetworking
 /// Following means looking the target up like any request: a stored redirect to a stored
 /// target answers without the origin, also when it cannot be reached.
 extension CacheEngine {
-    /// A redirect a load got: the 3xx as the app sees it, its body, and the request that
-    /// follows it (`CachingPolicy.redirectTarget`).
-    struct Redirect: @unchecked Sendable {
-        // @unchecked: HTTPURLResponse and URLRequest are immutable here but not declared Sendable
-        // everywhere.
-        let response: HTTPURLResponse
-        let body: Data
-        let target: URLRequest
-    }
-
     /// The most redirects one load follows; one more fails with
     /// `NSURLErrorHTTPTooManyRedirects`, as corelibs' own protocol does ("this value mirrors
     /// Darwin", `HTTPURLProtocol.redirectFor`).
     static let maximumRedirects = 20
 
-    /// Goes on with `redirect`, which `load` got with `outcome` after `trip`, as `load`'s app
-    /// would (see the extension's summary). Any thread.
-    func followRedirect(_ redirect: Redirect, for load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool,
-                        notStored: NotStoredReason? = nil) {
+    /// Goes on with the redirect `response` (with `body`) to `target`, which `load` got as
+    /// `provenance` says, as `load`'s app would (see the extension's summary). Any thread.
+    func followRedirect(_ response: HTTPURLResponse, _ body: Data, to target: URLRequest, for load: Load,
+                        as provenance: Provenance) {
         switch load.redirects {
         case .report:
             preconditionFailure("a redirect reported to the app is delivered, not followed")
         case .follow:
-            let next = load.settings.redirected(redirect.target, from: load.request.urlRequest)
-            follow(redirect, with: load.settings.followingRedirect(next), from: load.settings, for: load,
-                   outcome: outcome, trip: trip, collapsed: collapsed, notStored: notStored)
+            let next = load.settings.redirected(target, from: load.request.urlRequest)
+            follow(response, to: target, with: load.settings.followingRedirect(next), from: load.settings, for: load,
+                   as: provenance)
         case .ask(let ask):
-            ask(redirect.response, redirect.target) { [self] given in
+            ask(response, target) { [self] given in
                 guard let given else {
                     // Refused: the 3xx and its body are the answer.
-                    return deliver(.response(redirect.response, redirect.body), to: load, outcome: outcome, trip: trip,
-                                   collapsed: collapsed, notStored: notStored)
+                    return deliver(.response(response, body), to: load, as: provenance)
                 }
-                follow(redirect, with: given, from: load.settings.forRequestsAsGiven, for: load, outcome: outcome, trip: trip,
-                       collapsed: collapsed, notStored: notStored)
+                follow(response, to: target, with: given, from: load.settings.forRequestsAsGiven, for: load, as: provenance)
             }
         }
     }
@@ -63,30 +51,31 @@ extension CacheEngine {
     /// Loads `request` for `load`, one redirect further, from a session with `settings`. The
     /// redirect itself is counted as an answer of its own (its key, outcome and trip; no body
     /// delivered).
-    private func follow(_ redirect: Redirect, with request: URLRequest, from settings: SessionSettings, for load: Load,
-                        outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool, notStored: NotStoredReason?) {
+    private func follow(_ response: HTTPURLResponse, to target: URLRequest, with request: URLRequest, from settings: SessionSettings,
+                        for load: Load, as provenance: Provenance) {
+        var failed = provenance
+        failed.outcome = .failed
+        failed.notStored = nil
         guard load.redirectsFollowed < Self.maximumRedirects else {
             var info: [String: Any] = [NSLocalizedDescriptionKey: "too many HTTP redirects"]
             if let url = request.url { info[NSURLErrorFailingURLErrorKey] = url }
-            return deliver(.failure(URLError(.httpTooManyRedirects, userInfo: info)), to: load, outcome: .failed, trip: trip,
-                           collapsed: collapsed)
+            return deliver(.failure(URLError(.httpTooManyRedirects, userInfo: info)), to: load, as: failed)
         }
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
               url.host != nil else {
             // As Foundation's own HTTP protocol ends a redirect it follows to a URL it cannot send
             // (another scheme, no host): corelibs' `HTTPURLProtocol.configureEasyHandle`.
             let error = URLError(.badURL, userInfo: request.url.map { [NSURLErrorFailingURLErrorKey: $0] } ?? [:])
-            return deliver(.failure(error), to: load, outcome: .failed, trip: trip, collapsed: collapsed)
+            return deliver(.failure(error), to: load, as: failed)
         }
         guard !load.handle.isFinished else { return }
-        account(.redirect(redirect.response, Data(), to: redirect.target), key: load.request.key, outcome: outcome, trip: trip,
-                collapsed: collapsed, started: load.started, notStored: notStored)
-        let fromCache = [.hit, .staleHit, .revalidatedNotModified, .staleAfterError].contains(outcome)
+        account(.redirect(response, Data(), to: target), key: load.request.key, as: provenance, started: load.started)
+        let fromCache = [.hit, .staleHit, .revalidatedNotModified, .staleAfterError].contains(provenance.outcome)
         // On the engine's queue: a redirect the app's delegate decided arrives on the session's
         // delegate queue, and the next load may create an upstream task.
         Self.queue.async { [self] in
             guard !load.handle.isFinished else { return }
-            start(request, from: settings, after: load, viaStoredRedirect: fromCache)
+            loadNextHop(request, from: settings, after: load, viaStoredRedirect: fromCache)
         }
     }
 
@@ -94,7 +83,7 @@ extension CacheEngine {
     /// takes (or a POST a rule caches); an unsafe request is sent as it is (dropping what is
     /// stored for its URL once accepted); anything else the cache would leave to Foundation —
     /// another scheme, the app's own validators, a bypass rule — is sent as it is and never stored.
-    private func start(_ request: URLRequest, from settings: SessionSettings, after load: Load, viaStoredRedirect: Bool) {
+    private func loadNextHop(_ request: URLRequest, from settings: SessionSettings, after load: Load, viaStoredRedirect: Bool) {
         func next(_ request: CacheRequest) -> Load {
             // Sent by the same loader: with the fields it adds (`CacheRequest.fieldsAddedWhenSent`).
             load.following(settings.partitioned(request.sent(with: load.request.fieldsAddedWhenSent)), from: settings,
@@ -116,13 +105,13 @@ extension CacheEngine {
         }
         if let lookedUp {
             let load = next(lookedUp)
-            let (plan, now) = plan(for: load.request, record: store.finishLookup(load.request.key))
-            return proceed(load, plan, now: now)
+            let (plan, now) = currentPlan(for: load.request, record: store.finishLookup(load.request.key))
+            return carryOut(plan, for: load, now: now)
         }
         let key = cacheKey(for: request) ?? "FORWARD \(request.url?.absoluteString ?? "")"
         var sent = next(CacheRequest(request, key: key))
         sent.collapsible = false
-        exchange(unsafe ? .unsafe : .forward, for: sent)
+        runExchange(unsafe ? .unsafe : .forward, for: sent.request, from: sent.settings, waiting: sent)
     }
 
     /// `response` with `detail=via-stored-redirect` in its `Cache-Status` (joined to a detail it

@@ -7,9 +7,9 @@ import FoundationNetworking
 /// up, lets the policy plan what to do (`CachingPolicy.plan`), and answers from the store — or
 /// runs an exchange with the origin (`CacheEngine+Exchange.swift`) — counting every answer.
 ///
-/// Threading: `start` may be called from any thread, including inside `URLProtocol.startLoading`
+/// Threading: `lookUp` may be called from any thread, including inside `URLProtocol.startLoading`
 /// on the session's queue: it answers fresh hits from memory or a small disk file on the calling
-/// thread and hands everything else to `proceed`, which runs on `CacheEngine.queue`.
+/// thread and hands everything else to `resume`, which runs on `CacheEngine.queue`.
 final class CacheEngine: Sendable {
     let configuration: CachingConfiguration
     let store: any RecordStore
@@ -17,7 +17,7 @@ final class CacheEngine: Sendable {
     let exchanges = ExchangeTable()
     /// URLs whose last response said `no-store`, left to Foundation for a while (`passesBy`).
     private let noStoreURLs = Locked(NoStoreURLs())
-    /// The responses built for fresh hits, reused by the next ones (`answer(with:for:status:at:)`).
+    /// The responses built for fresh hits, reused by the next ones (`storedAnswer(_:for:status:at:)`).
     private let hitResponses = Locked(HitResponses())
 
     /// Where loads that cannot be answered on the caller's thread run: larger disk reads and
@@ -115,7 +115,7 @@ final class CacheEngine: Sendable {
         let request = settings.partitioned(request)
         // Most ranges are for URLs with nothing stored: say so without reading or deciding.
         guard store.mayContainRecord(forKey: request.key) else { return false }
-        if case .answerStored = plan(for: request, record: store.peek(request.key)).plan { return true }
+        if case .answerStored = currentPlan(for: request, record: store.peek(request.key)).plan { return true }
         return false
     }
 
@@ -128,17 +128,17 @@ final class CacheEngine: Sendable {
 
     // MARK: Loading
 
-    /// How `start` left a load.
-    enum Start {
+    /// How `lookUp` left a load.
+    enum LookupResult {
         /// A fresh hit, already counted and reported: the caller hands it to the app.
         case answered(Answer)
-        /// The load goes on: pass it to `proceed` with the client that waits for it.
-        case planned(PlannedLoad)
+        /// The load goes on: pass it to `resume` with the client that waits for it.
+        case goesOn(PendingLoad)
     }
 
     /// A load the lookup could not answer, with what the policy planned for it (nil while the
     /// record is in a disk file too large to read on the caller's thread).
-    struct PlannedLoad: Sendable {
+    struct PendingLoad: Sendable {
         let request: CacheRequest
         let settings: SessionSettings
         let plan: (plan: LoadPlan, now: Date)?
@@ -150,59 +150,57 @@ final class CacheEngine: Sendable {
     /// and returned rather than delivered: the caller hands them to the app after this function's
     /// temporaries are gone, which keeps the session queue's critical path short. A hit builds no
     /// load client and never looks at the app's task.
-    func start(_ request: CacheRequest, from settings: SessionSettings) -> Start {
+    func lookUp(_ request: CacheRequest, from settings: SessionSettings) -> LookupResult {
         let started = DispatchTime.now()
         let request = settings.partitioned(request)
         switch store.lookup(request.key) {
         case .deferred:
-            return .planned(PlannedLoad(request: request, settings: settings, plan: nil, started: started))
+            return .goesOn(PendingLoad(request: request, settings: settings, plan: nil, started: started))
         case .answered(let record):
-            let planned = plan(for: request, record: record)
+            let planned = currentPlan(for: request, record: record)
             // A stored redirect goes on: it is followed, or its app asked, with the load's client.
             if case .answerStored(let entry, let isStale) = planned.plan, !(300...399).contains(entry.statusCode) {
-                let answer = answer(with: entry, for: request, status: isStale ? .hit(entry, stale: true, at: planned.now) : nil,
+                let answer = storedAnswer(entry, for: request, status: isStale ? .hit(entry, stale: true, at: planned.now) : nil,
                                     at: planned.now)
-                account(answer, key: request.key, outcome: isStale ? .staleHit : .hit, trip: .noNetwork, collapsed: false,
-                        started: started)
+                account(answer, key: request.key, as: Provenance(outcome: isStale ? .staleHit : .hit), started: started)
                 return .answered(answer)
             }
-            return .planned(PlannedLoad(request: request, settings: settings, plan: planned, started: started))
+            return .goesOn(PendingLoad(request: request, settings: settings, plan: planned, started: started))
         }
     }
 
-    /// Goes on with a load `start` could not answer, on the engine's queue; `client` gets the
+    /// Goes on with a load `lookUp` could not answer, on the engine's queue; `client` gets the
     /// answer. The returned handle cancels it.
-    func proceed(_ planned: PlannedLoad, client: LoadClient) -> LoadHandle {
-        let load = Load(request: planned.request, settings: planned.settings, client: client, started: planned.started)
+    func resume(_ pending: PendingLoad, client: LoadClient) -> LoadHandle {
+        let load = Load(request: pending.request, settings: pending.settings, client: client, started: pending.started)
         Self.queue.async { [self] in
-            let (plan, now) = planned.plan ?? plan(for: load.request, record: store.finishLookup(load.request.key))
-            proceed(load, plan, now: now)
+            let (plan, now) = pending.plan ?? currentPlan(for: load.request, record: store.finishLookup(load.request.key))
+            carryOut(plan, for: load, now: now)
         }
         return load.handle
     }
 
     /// The policy's plan for `request` given the `record` stored under its key, now.
-    func plan(for request: CacheRequest, record: CacheRecord?) -> (plan: LoadPlan, now: Date) {
+    func currentPlan(for request: CacheRequest, record: CacheRecord?) -> (plan: LoadPlan, now: Date) {
         let now = configuration.now()
         let policy = policy(for: request)
         let offline = isOffline
-        let decision = policy.decision(for: request, stored: CachingPolicy.matchingVariant(in: record, for: request), now: now,
-                                       offline: offline)
-        return (policy.plan(for: request, decision: decision, keyWasStored: !(record?.variants.isEmpty ?? true), offline: offline), now)
+        return (policy.plan(for: request, stored: CachingPolicy.matchingVariant(in: record, for: request),
+                            keyWasStored: !(record?.variants.isEmpty ?? true), now: now, offline: offline), now)
     }
 
     /// Carries out `plan` for `load`, on the engine's queue.
-    func proceed(_ load: Load, _ plan: LoadPlan, now: Date) {
+    func carryOut(_ plan: LoadPlan, for load: Load, now: Date) {
         switch plan {
         case .answerStored(let entry, let isStale):
             let status: CacheStatus? = isStale ? .hit(entry, stale: true, at: now) : nil
-            deliver(answer(with: entry, for: load.request, status: status, at: now), to: load, outcome: isStale ? .staleHit : .hit,
-                    trip: .noNetwork)
+            deliver(storedAnswer(entry, for: load.request, status: status, at: now), to: load,
+                    as: Provenance(outcome: isStale ? .staleHit : .hit))
         case .answerStaleAndRevalidate(let entry, let conditions):
             if load.settings.judgesServerTrust {
                 // A revalidation nobody waits for would meet the origin's certificate with nobody
                 // of the app's to judge it: this load waits for it instead, and its delegate judges.
-                return exchange(.revalidate(entry, conditions), for: load)
+                return runExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, waiting: load)
             }
             var status = CacheStatus.hit(entry, stale: true, at: now)
             status.detail = "stale-while-revalidate"
@@ -210,21 +208,21 @@ final class CacheEngine: Sendable {
             // the moment the stale answer exists.
             exchanges.background.enter()
             Self.queue.async { [self] in
-                exchange(.revalidate(entry, conditions), for: load.request, from: load.settings, waiting: nil)
+                runExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, waiting: nil)
                 exchanges.background.leave()
             }
-            deliver(answer(with: entry, for: load.request, status: status, at: now), to: load, outcome: .staleHit, trip: .noNetwork)
+            deliver(storedAnswer(entry, for: load.request, status: status, at: now), to: load, as: Provenance(outcome: .staleHit))
         case .send(let exchangePlan):
-            exchange(exchangePlan, for: load)
+            runExchange(exchangePlan, for: load.request, from: load.settings, waiting: load)
         case .unavailable(let answersGatewayTimeout):
             guard answersGatewayTimeout, let url = load.request.urlRequest.url else {
                 let reason = CachingError(.notInCache, isOffline ? "offline mode and nothing stored for \(load.request.key)"
                                                                  : "nothing usable stored for \(load.request.key)")
                 return deliver(.failure(reason.urlError(.resourceUnavailable, url: load.request.urlRequest.url)), to: load,
-                               outcome: .notInCache, trip: .noNetwork)
+                               as: Provenance(outcome: .notInCache))
             }
-            deliver(gatewayTimeout(for: url, status: keyed(CacheStatus(forward: .uriMiss, detail: "only-if-cached"), for: load.request)), to: load,
-                    outcome: .notInCache, trip: .noNetwork)
+            deliver(gatewayTimeout(for: url, status: keyed(CacheStatus(forward: .uriMiss, detail: "only-if-cached"), for: load.request)),
+                    to: load, as: Provenance(outcome: .notInCache))
         }
     }
 
@@ -239,7 +237,7 @@ final class CacheEngine: Sendable {
     /// age: building an `HTTPURLResponse` is the largest cost of a hit on Linux (it
     /// re-capitalises every header name and parses `Content-Type`), and a fresh hit's response
     /// changes only with its `Age`.
-    func answer(with entry: CacheEntry, for request: CacheRequest, status: CacheStatus?, at now: Date) -> Answer {
+    func storedAnswer(_ entry: CacheEntry, for request: CacheRequest, status: CacheStatus?, at now: Date) -> Answer {
         let status = keyed(status, for: request)
         let age = Self.ageField(of: entry, at: now)
         if (300...399).contains(entry.statusCode),
@@ -331,38 +329,43 @@ final class CacheEngine: Sendable {
         var methods: [String] = []
         var originStatus: Int?
         var bytes = 0
-
-        static let noNetwork = Trip()
     }
 
-    /// Hands `answer` to `load`'s client and counts it — unless it is a redirect the engine
-    /// follows for this load (every client but one that reports redirects to its app): then the
-    /// load goes on to the target (`followRedirect`).
-    func deliver(_ answer: Answer, to load: Load, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool = false,
-                 notStored: NotStoredReason? = nil) {
+    /// How an answer came about, as the counters and the observer's event report it: what the
+    /// cache did, what went over the wire for it (none from the store), whether the load shared
+    /// another's upstream request, and why a fetched response was not stored.
+    struct Provenance: Sendable {
+        var outcome: CacheEvent.Outcome
+        var trip = Trip()
+        var collapsed = false
+        var notStored: NotStoredReason?
+    }
+
+    /// Hands `answer` to `load`'s client and counts it as `provenance` says — unless it is a
+    /// redirect the engine follows for this load (every client but one that reports redirects to
+    /// its app): then the load goes on to the target (`followRedirect`).
+    func deliver(_ answer: Answer, to load: Load, as provenance: Provenance) {
         var answer = answer
         if case .redirect(let response, let body, let target) = answer {
             guard load.redirects.isReport else {
-                return followRedirect(Redirect(response: response, body: body, target: target), for: load, outcome: outcome,
-                                      trip: trip, collapsed: collapsed, notStored: notStored)
+                return followRedirect(response, body, to: target, for: load, as: provenance)
             }
             // Reported to Apple's loader, which makes each hop's request anew: the app's delegate
             // sees, and the next load starts from, the request that loader would make.
             answer = .redirect(response, body, to: load.settings.redirected(target, from: load.request.urlRequest, perHop: true))
         }
-        guard load.handle.finish() else { return }
+        guard load.handle.claimAnswer() else { return }
         if load.followedStoredRedirect, case .response(let response, let body) = answer {
             answer = .response(markedAsReachedThroughStoredRedirect(response), body)
         }
-        account(answer, key: load.request.key, outcome: outcome, trip: trip, collapsed: collapsed, started: load.started,
-                notStored: notStored)
-        load.client.receive(answer, outcome: outcome)
+        account(answer, key: load.request.key, as: provenance, started: load.started)
+        load.client.receive(answer, outcome: provenance.outcome)
     }
 
     /// Counts an answer and reports it to the observer. Called before the app gets the answer,
     /// so statistics read after a response always include it.
-    func account(_ answer: Answer, key: String, outcome: CacheEvent.Outcome, trip: Trip, collapsed: Bool,
-                 started: DispatchTime, notStored: NotStoredReason? = nil) {
+    func account(_ answer: Answer, key: String, as provenance: Provenance, started: DispatchTime) {
+        let (outcome, trip, collapsed) = (provenance.outcome, provenance.trip, provenance.collapsed)
         var delivered = 0
         if case .response(_, let body) = answer { delivered = body.count }
         configuration.identity.counters.withLock { counters in
@@ -385,7 +388,7 @@ final class CacheEngine: Sendable {
             key: key, outcome: outcome, originStatus: trip.originStatus, upstreamMethods: trip.methods,
             upstreamBytes: trip.bytes, deliveredBytes: delivered, collapsed: collapsed,
             duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9,
-            notStoredReason: notStored
+            notStoredReason: provenance.notStored
         ))
     }
 

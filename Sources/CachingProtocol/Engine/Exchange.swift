@@ -71,7 +71,7 @@ final class LoadHandle: Sendable {
     var isFinished: Bool { state.withLock { $0.isFinished } }
 
     /// Marks the load answered; false when it was already answered or cancelled.
-    func finish() -> Bool {
+    func claimAnswer() -> Bool {
         state.withLock { state in
             guard !state.isFinished else { return false }
             state.isFinished = true
@@ -136,7 +136,7 @@ final class Exchange: Sendable {
     /// Started with nobody waiting (stale-while-revalidate); counted in the table's `background`
     /// group until it finishes.
     let isBackground: Bool
-    private let machine = Locked(ExchangeStateMachine<Waiter, UpstreamTask>())
+    private let state = Locked(ExchangeStateMachine<Waiter, UpstreamTask>())
 
     fileprivate init(id: ID, plan: ExchangePlan, request: CacheRequest, isBackground: Bool) {
         self.id = id
@@ -166,41 +166,15 @@ final class Exchange: Sendable {
         return fields.reduce(0) { digest, field in digest &+ StableHash.hash(field.key.lowercased() + ":" + field.value) }
     }
 
-    func prepareToSend() -> ExchangeStateMachine<Waiter, UpstreamTask>.SendAction {
-        machine.withLock { $0.prepareToSend() }
-    }
-
-    func upstreamStarted(_ task: UpstreamTask) -> ExchangeStateMachine<Waiter, UpstreamTask>.StartAction {
-        machine.withLock { $0.upstreamStarted(task) }
-    }
-
-    /// Whether upstream work may still run: false once every waiting load left (abandoned) or
-    /// the answer was handed out.
-    var isRunning: Bool {
-        machine.withLock { $0.isRunning }
+    /// Runs `event` on the exchange's state machine under its lock, and returns the action the
+    /// caller performs after it (the machine's events are its whole interface).
+    func machine<Action>(_ event: (inout ExchangeStateMachine<Waiter, UpstreamTask>) -> Action) -> Action {
+        state.withLock { event(&$0) }
     }
 
     /// The loads waiting now, in the order they joined.
     var waiting: [Waiter] {
-        machine.withLock { $0.waiting.map(\.waiter) }
-    }
-
-    /// Refuses the loads that would join from now on (they start an exchange of their own) when
-    /// every load waiting now passes `test`; whether it did (true as well when nobody waits).
-    func closeToJoiners(ifEvery test: (Waiter) -> Bool) -> Bool {
-        machine.withLock { $0.closeToJoiners(ifEvery: test) }
-    }
-
-    fileprivate func join(_ waiter: Waiter) -> ExchangeStateMachine<Waiter, UpstreamTask>.JoinAction {
-        machine.withLock { $0.join(waiter) }
-    }
-
-    fileprivate func leave(_ number: Int) -> ExchangeStateMachine<Waiter, UpstreamTask>.LeaveAction {
-        machine.withLock { $0.leave(number) }
-    }
-
-    fileprivate func upstreamFinished() -> ExchangeStateMachine<Waiter, UpstreamTask>.FinishAction {
-        machine.withLock { $0.upstreamFinished() }
+        machine { $0.waiting.map(\.waiter) }
     }
 }
 
@@ -216,8 +190,8 @@ final class ExchangeTable: Sendable {
     /// Background exchanges (stale-while-revalidate) still running.
     let background = DispatchGroup()
 
-    /// How `start` went.
-    enum Start {
+    /// How `enter` went.
+    enum Entry {
         /// A new exchange, which the caller must run; `load` (if any) waits on it.
         case started(Exchange)
         /// `load` joined an identical exchange that runs.
@@ -228,11 +202,11 @@ final class ExchangeTable: Sendable {
 
     /// Makes `load` wait on an identical running exchange (when `collapses`), or starts a new one
     /// for `plan`. `load` nil starts a background exchange nobody waits for, unless one runs.
-    func start(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, load: Load?,
-               collapses: Bool) -> Start {
+    func enter(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, load: Load?,
+               collapses: Bool) -> Entry {
         let collapses = collapses && load?.collapsible != false
         var joinedNumber: Int?
-        let start = state.withLock { state -> Start in
+        let entry = state.withLock { state -> Entry in
             var serial = 0
             if !collapses {
                 state.serial += 1
@@ -241,28 +215,28 @@ final class ExchangeTable: Sendable {
             let id = Exchange.id(for: plan, of: request, from: settings, serial: serial)
             if let existing = state.running[id] {
                 guard let load else { return .alreadyRunning }
-                if case .joined(let number) = existing.join(Exchange.Waiter(load: load, collapsed: true)) {
+                if case .joined(let number) = existing.machine({ $0.join(Exchange.Waiter(load: load, collapsed: true)) }) {
                     joinedNumber = number
                     return .joined(existing)
                 }
             }
             let exchange = Exchange(id: id, plan: plan, request: request, isBackground: load == nil)
             state.running[id] = exchange
-            if let load, case .joined(let number) = exchange.join(Exchange.Waiter(load: load, collapsed: false)) {
+            if let load, case .joined(let number) = exchange.machine({ $0.join(Exchange.Waiter(load: load, collapsed: false)) }) {
                 joinedNumber = number
             }
             return .started(exchange)
         }
-        switch start {
+        switch entry {
         case .started(let exchange), .joined(let exchange):
-            if case .started = start, exchange.isBackground { background.enter() }
+            if case .started = entry, exchange.isBackground { background.enter() }
             if let load, let joinedNumber {
                 load.handle.joined { [self] in leave(exchange, waiter: joinedNumber) }
             }
         case .alreadyRunning:
             break
         }
-        return start
+        return entry
     }
 
     /// How many loads wait on the exchanges running now (tests wait on it to know a load joined).
@@ -272,9 +246,9 @@ final class ExchangeTable: Sendable {
 
     /// Hands back the loads that wait for `exchange`'s answer and retires it (identical loads
     /// start a new one from now on); nil when it had finished already.
-    func finish(_ exchange: Exchange) -> [Exchange.Waiter]? {
+    func close(_ exchange: Exchange) -> [Exchange.Waiter]? {
         retire(exchange)
-        guard case .deliver(let waiters) = exchange.upstreamFinished() else { return nil }
+        guard case .deliver(let waiters) = exchange.machine({ $0.upstreamFinished() }) else { return nil }
         if exchange.isBackground { background.leave() }
         return waiters
     }
@@ -282,7 +256,7 @@ final class ExchangeTable: Sendable {
     /// A waiting load was cancelled. When it was the last, the exchange is abandoned: it is
     /// retired and its upstream request is cancelled.
     private func leave(_ exchange: Exchange, waiter number: Int) {
-        guard case .abandon(let task) = exchange.leave(number) else { return }
+        guard case .abandon(let task) = exchange.machine({ $0.leave(number) }) else { return }
         retire(exchange)
         task?.cancel()
     }

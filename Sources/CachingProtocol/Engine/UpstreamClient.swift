@@ -408,13 +408,13 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
         #if canImport(FoundationNetworking)
-        offWorkQueue { [self] in answer(challenge, for: task, completionHandler: completionHandler) }
+        offWorkQueue { [self] in respond(to: challenge, for: task, completionHandler: completionHandler) }
         #else
-        answer(challenge, for: task, completionHandler: completionHandler)
+        respond(to: challenge, for: task, completionHandler: completionHandler)
         #endif
     }
 
-    private func answer(_ challenge: URLAuthenticationChallenge, for task: URLSessionTask,
+    private func respond(to challenge: URLAuthenticationChallenge, for task: URLSessionTask,
                         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         let (transfer, finishedEarly) = transfers.withLock { transfers -> (Transfer?, Bool) in
             guard let transfer = transfers[task.taskIdentifier] else { return (nil, false) }

@@ -3,157 +3,6 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// What an exchange asks the origin: the network half of a `LoadPlan`.
-enum ExchangePlan: Sendable {
-    /// A plain GET; `fallback` is what an error may fall back to, `forward` why the request went to
-    /// the origin (for `Cache-Status`).
-    case fetch(fallback: CacheEntry?, forward: CacheStatus.Forward)
-    /// A conditional request for a stored response (HEAD or GET, per the configuration).
-    case revalidate(CacheEntry, RevalidationConditions)
-    /// The request as it is, whose answer is handed on and never stored (a byte range the store
-    /// could not answer after all, for a policy that stores no partial content; a redirect's
-    /// target the cache would leave to Foundation).
-    case forward
-    /// An unsafe request (POST, PUT, PATCH, DELETE …) sent as it is, method and body, for a URL
-    /// with something stored (or a redirect's target): once the origin accepts it, what is stored
-    /// for the URL (and for its `Location` and `Content-Location` on the same origin) is dropped
-    /// (RFC 9111 §4.4).
-    case unsafe
-}
-
-/// The origin's response head, with how it was reached: all the policy needs to judge a
-/// response before its body is in.
-struct ReceivedHead: @unchecked Sendable {
-    // @unchecked: HTTPURLResponse is immutable after creation but not declared Sendable everywhere.
-    let response: HTTPURLResponse
-    let route: ResponseRoute
-    /// When the request was sent and the response arrived (RFC 9111 `request_time`, `response_time`).
-    let requestDate: Date
-    let responseDate: Date
-    /// The response's fields, read once: every reader shares them (reading Foundation's header
-    /// dictionary bridges every field).
-    let headers: HTTPHeaders
-
-    init(response: HTTPURLResponse, route: ResponseRoute, requestDate: Date, responseDate: Date) {
-        self.response = response
-        self.route = route
-        self.requestDate = requestDate
-        self.responseDate = responseDate
-        headers = HTTPHeaders(response.allHeaderFields)
-    }
-
-    var status: Int { response.statusCode }
-}
-
-/// A response from the origin whose transfer ended without an error.
-struct ReceivedResponse: Sendable {
-    let head: ReceivedHead
-    /// The body as the upstream kept it: every byte that arrived, unless `isBodyKept` is false.
-    let body: Data
-    /// How many body bytes arrived, kept or not.
-    let bodyLength: Int
-    /// False when the upstream stopped keeping the body once it could not be stored (it was
-    /// too large, or its head ruled storing out) and only handed it on as it arrived
-    /// (`UpstreamListener.upstreamDidReceiveHead`).
-    let isBodyKept: Bool
-    /// Wall-clock seconds the transfer took, for the bandwidth estimate.
-    let transferSeconds: TimeInterval
-
-    init(head: ReceivedHead, body: Data, transferSeconds: TimeInterval, bodyLength: Int? = nil, isBodyKept: Bool = true) {
-        self.head = head
-        self.body = body
-        self.bodyLength = bodyLength ?? body.count
-        self.isBodyKept = isBodyKept
-        self.transferSeconds = transferSeconds
-    }
-}
-
-/// Which request of an exchange the origin answered.
-enum SentRequest: Sendable, Equatable {
-    /// The request the plan asked for, sent with `method`.
-    case planned(method: String)
-    /// The plain GET sent after a HEAD found the stored response changed.
-    case bodyAfterHead
-
-    var method: String {
-        switch self {
-        case .planned(let method): return method
-        case .bodyAfterHead: return "GET"
-        }
-    }
-}
-
-/// What an exchange does after the origin answered one of its requests.
-enum ExchangeStep {
-    /// The HEAD found the stored response changed (or was refused): fetch it with a plain GET.
-    case fetchBody
-    /// The exchange ends with this outcome.
-    case finish(ExchangeOutcome)
-}
-
-/// How an exchange ends: what is stored and what every waiting load is answered with.
-struct ExchangeOutcome {
-    /// Where the answer comes from.
-    enum AnswerSource {
-        /// The origin's response, as it came, with this `Cache-Status`.
-        case received(CacheStatus)
-        /// This stored response (for a request for one byte range, the part it asks for).
-        case stored(CacheEntry, CacheStatus)
-        /// A redirect, with this `Cache-Status`: each waiting load follows it to `target`, asks its
-        /// app, or reports it, as its platform does (`CacheEngine+Redirects`).
-        case redirect(to: URLRequest, CacheStatus)
-        /// The cache's own `504 Gateway Timeout` (RFC 9111 §5.2.2.2).
-        case gatewayTimeout(CacheStatus)
-        case failure(Error)
-    }
-
-    /// What changes in the store.
-    enum Storage: Sendable {
-        case none
-        /// Store this variant (in memory only when `memoryOnly`).
-        case store(CacheEntry, memoryOnly: Bool)
-        /// Drop the stored variant the request matches: it is outdated.
-        case removeVariant
-        /// Drop everything stored under these keys (an unsafe request the origin accepted).
-        case removeRecords([String])
-    }
-
-    /// What happened, in the policy's terms.
-    enum Verdict: Sendable {
-        /// The origin's response is the answer.
-        case received
-        /// The origin confirmed the stored response.
-        case notModified
-        /// The origin failed and a stored response answers, stale.
-        case staleAfterError
-        /// No response: the answer is an error (or the cache's `504`).
-        case failed
-    }
-
-    var answer: AnswerSource
-    var storage = Storage.none
-    var verdict: Verdict
-    /// The response said `no-store`: the URL's next GETs may be left to Foundation for a while.
-    var learnsNoStore = false
-    /// The app answered a challenge with a credential on the way: only the load that started the
-    /// exchange may have this answer.
-    var isPrivateToStarter = false
-    /// Why the origin's response was not stored, when it was fetched and not stored.
-    var notStoredReason: NotStoredReason?
-}
-
-/// What the policy needs to judge an answer besides the answer itself.
-struct ExchangeContext {
-    /// The variant stored for the request now, for combining a `206` with it (read only when the
-    /// answer is a `206`).
-    var storedPart: CacheEntry?
-    /// The largest response the store keeps (`RecordStore.maximumEntrySize`).
-    var maximumEntrySize: Int
-    var now: Date
-    /// The configuration's rules, for the keys of the URLs an unsafe request invalidates.
-    var keyRules: [CachingRule] = []
-}
-
 extension CachingPolicy {
     /// The step after the origin answered `sent` for an exchange planned as `plan` for `request`:
     /// the pure half of the exchange (what OkHttp's `CacheInterceptor` does after `proceed`).
@@ -162,73 +11,76 @@ extension CachingPolicy {
     /// back to a stale stored response (§4.2.4) or the cache's `504` (§5.2.2.2).
     func step(after result: Result<ReceivedResponse, Error>, to sent: SentRequest, of plan: ExchangePlan,
               for request: CacheRequest, context: ExchangeContext) -> ExchangeStep {
-        switch (plan, sent) {
-        case (.forward, _):
+        guard let (fallback, forward) = Self.fetchReasons(of: plan) else {
+            if case .unsafe = plan { return .finish(Self.afterUnsafe(result, for: request, keyRules: context.keyRules)) }
             return .finish(Self.passedOn(result, for: request, forward: .request))
-        case (.unsafe, _):
-            return .finish(Self.afterUnsafe(result, for: request, keyRules: context.keyRules))
-        case (.fetch(let fallback, let forward), _):
-            return .finish(fetched(result, to: sent.method, for: request, fallback: fallback, forward: forward, context: context))
-        case (.revalidate(let entry, _), .bodyAfterHead):
-            return .finish(fetched(result, to: sent.method, for: request, fallback: entry, forward: .stale, context: context))
-        case (.revalidate(let entry, _), .planned(let method)):
-            guard case .success(let received) = result else {
-                return .finish(fetched(result, to: method, for: request, fallback: entry, forward: .stale, context: context))
-            }
+        }
+        if case .revalidate(let entry, _) = plan, case .planned(let method) = sent, case .success(let received) = result {
             let head = received.head
             if Self.redirectTarget(of: head, for: request) != nil {
                 // The resource moves elsewhere now: a GET's answer is the redirect to store and
                 // follow; a HEAD's is fetched again as a GET (a HEAD redirect leads to a HEAD).
-                guard method == "HEAD" else {
-                    return .finish(fetched(result, to: method, for: request, fallback: entry, forward: .stale, context: context))
+                if method == "HEAD" { return .fetchBody }
+            } else {
+                switch revalidationOutcome(stored: entry, request: request, method: method, status: head.status,
+                                           headers: head.headers, requestDate: head.requestDate,
+                                           responseDate: head.responseDate, now: context.now) {
+                case .notModified(let updated, let mayStore):
+                    let status = CacheStatus(forward: .stale, forwardStatus: head.status, stored: true,
+                                             timeToLive: CacheStatus.timeToLive(of: updated, at: context.now))
+                    let storage: ExchangeOutcome.Storage = mayStore
+                        ? .store(updated, memoryOnly: Self.isKeptInMemoryOnly(updated.headers)) : .removeVariant
+                    return .finish(ExchangeOutcome(answer: .stored(updated, status), storage: storage, verdict: .revalidatedNotModified))
+                case .serverError:
+                    return .finish(Self.staleAfterError(entry, originStatus: head.status, now: context.now))
+                case .changed(bodyIncluded: false):
+                    // Changed (or the HEAD was refused, or a 304 named another representation): the
+                    // body comes with a plain GET, which replaces the stored response.
+                    return .fetchBody
+                case .changed(bodyIncluded: true):
+                    break   // a conditional GET's answer is the new response itself
                 }
-                return .fetchBody
-            }
-            switch revalidationOutcome(stored: entry, request: request, method: method, status: head.status,
-                                       headers: head.headers, requestDate: head.requestDate,
-                                       responseDate: head.responseDate, now: context.now) {
-            case .notModified(let updated, let mayStore):
-                let status = CacheStatus(forward: .stale, forwardStatus: head.status, stored: true,
-                                         timeToLive: CacheStatus.timeToLive(of: updated, at: context.now))
-                let storage: ExchangeOutcome.Storage = mayStore
-                    ? .store(updated, memoryOnly: Self.isKeptInMemoryOnly(updated.headers)) : .removeVariant
-                return .finish(ExchangeOutcome(answer: .stored(updated, status), storage: storage, verdict: .notModified))
-            case .changed(bodyIncluded: true):
-                return .finish(fetched(result, to: method, for: request, fallback: entry, forward: .stale, context: context))
-            case .serverError:
-                return .finish(Self.staleAfterError(entry, originStatus: head.status, now: context.now))
-            case .changed(bodyIncluded: false):
-                // Changed (or the HEAD was refused, or a 304 named another representation): the
-                // body comes with a plain GET, which replaces the stored response.
-                return .fetchBody
             }
         }
+        var outcome = fetched(result, to: sent.method, for: request, fallback: fallback, forward: forward, context: context)
+        if case .revalidate = plan, outcome.verdict == .fetched { outcome.verdict = .revalidatedChanged }
+        return .finish(outcome)
     }
 
     /// The `Cache-Status` a response head is streamed to the app with as its body arrives, or
     /// nil when its body must not be streamed: only a body that becomes the answer as it is — not
     /// a HEAD's, a `304`'s (the answer is the stored body), a redirect's (it is followed, or
     /// handed over whole), an unsafe request's, nor an error's a stale stored response replaces.
+    /// The status is the one `step` gives the whole response (`fetched`), judged before its body
+    /// is in.
     func streamedStatus(of head: ReceivedHead, to sent: SentRequest, of plan: ExchangePlan, for request: CacheRequest,
                         context: ExchangeContext) -> CacheStatus? {
-        guard head.status != 304,
-              Self.redirectTarget(of: head, for: request) == nil
-        else { return nil }
-        let fallback: CacheEntry?
-        let forward: CacheStatus.Forward
-        switch (plan, sent) {
-        case (.unsafe, _), (.revalidate, .planned(method: "HEAD")):
-            return nil
-        case (.forward, _):
+        guard head.status != 304, Self.redirectTarget(of: head, for: request) == nil,
+              sent != .planned(method: "HEAD") else { return nil }
+        guard let (fallback, forward) = Self.fetchReasons(of: plan) else {
+            if case .unsafe = plan { return nil }
             return CacheStatus(forward: .request, forwardStatus: head.status)
-        case (.fetch(let stored, let reason), _):
-            (fallback, forward) = (stored, reason)
-        case (.revalidate(let entry, _), _):
-            (fallback, forward) = (entry, .stale)
         }
-        if head.status >= 500, let fallback, mayServeAfterError(fallback, request: request, now: context.now) { return nil }
+        guard !fallsBack(from: head, to: fallback, for: request, now: context.now) else { return nil }
         let decision = storageDecision(for: head, request: request, bodyBytes: nil, maximumEntrySize: context.maximumEntrySize)
         return cacheStatus(forFetched: head, decision: decision, forward: forward, now: context.now)
+    }
+
+    /// For a plan whose answer is a fetched response, judged for storage (`fetched`): the stored
+    /// response an error may fall back to, and why the request went to the origin (`fwd` of
+    /// `Cache-Status`). Nil for a forwarded or unsafe request, whose answer is handed on as it is.
+    private static func fetchReasons(of plan: ExchangePlan) -> (fallback: CacheEntry?, forward: CacheStatus.Forward)? {
+        switch plan {
+        case .fetch(let fallback, let forward): (fallback, forward)
+        case .revalidate(let entry, _): (entry, .stale)
+        case .forward, .unsafe: nil
+        }
+    }
+
+    /// Whether the origin's 5xx `head` is replaced by `fallback`, served stale (RFC 9111 §4.2.4).
+    private func fallsBack(from head: ReceivedHead, to fallback: CacheEntry?, for request: CacheRequest, now: Date) -> Bool {
+        guard head.status >= 500, let fallback else { return false }
+        return mayServeAfterError(fallback, request: request, now: now)
     }
 
     /// A fetched response (or the failure to get one): stored when the policy allows, replacing
@@ -252,7 +104,7 @@ extension CachingPolicy {
             received = response
         }
         let head = received.head
-        if head.status >= 500, let fallback, mayServeAfterError(fallback, request: request, now: context.now) {
+        if fallsBack(from: head, to: fallback, for: request, now: context.now), let fallback {
             return Self.staleAfterError(fallback, originStatus: head.status, now: context.now)
         }
         var decision = storageDecision(for: head, request: request, bodyBytes: received.bodyLength,
@@ -283,7 +135,7 @@ extension CachingPolicy {
         }
         let status = cacheStatus(forFetched: head, decision: decision, forward: forward, now: context.now)
         var outcome = ExchangeOutcome(answer: Self.received(head, for: request, status: status),
-                                      storage: storage, verdict: .received,
+                                      storage: storage, verdict: .fetched,
                                       isPrivateToStarter: head.route.answeredWithCredential)
         if case .doNotStore(_, let code) = decision {
             outcome.notStoredReason = code
@@ -325,7 +177,7 @@ extension CachingPolicy {
             return ExchangeOutcome(answer: .failure(error), verdict: .failed)
         case .success(let received):
             let status = CacheStatus(forward: forward, forwardStatus: received.head.status)
-            return ExchangeOutcome(answer: Self.received(received.head, for: request, status: status), verdict: .received)
+            return ExchangeOutcome(answer: Self.received(received.head, for: request, status: status), verdict: .fetched)
         }
     }
 
@@ -363,5 +215,127 @@ extension CachingPolicy {
             return (scheme, url.host?.lowercased() ?? "", url.port ?? defaultPort)
         }
         return parts(url) == parts(other)
+    }
+}
+
+// MARK: - The answer to a revalidation
+
+/// What the origin's answer to a revalidation means for the stored response: the output of the
+/// validation half of the decision core (RFC 9111 §4.3.3–4.3.5).
+enum RevalidationOutcome: Sendable, Equatable {
+    /// The origin confirmed the stored response: a 304 that does not name another
+    /// representation, or a HEAD 200 that describes the stored one. Serve the stored body with
+    /// `updated`: the stored headers merged with the answer's (§4.3.4), its dates, and the
+    /// freshness computed again. When the merged headers forbid storing (`mayStore` false) it is
+    /// served this once and the stored variant is dropped.
+    case notModified(updated: CacheEntry, mayStore: Bool)
+    /// The origin has another representation. A conditional GET's answer carries it
+    /// (`bodyIncluded`): it is handled like any fetched response. A HEAD's answer does not (and a
+    /// 304 naming another representation carries no body either): fetch it with a plain GET.
+    case changed(bodyIncluded: Bool)
+    /// The origin failed with a 5xx and the stored response may be served stale instead
+    /// (stale-if-error, `mayServeAfterError`).
+    case serverError
+}
+
+extension CachingPolicy {
+    /// Judges the origin's answer to a revalidation of `entry` for `request`, sent with
+    /// `method` (HEAD or GET) and the stored validators, given the answer's status and headers,
+    /// when the request was sent and the answer received, and `now`.
+    func revalidationOutcome(
+        stored entry: CacheEntry,
+        request: CacheRequest,
+        method: String,
+        status: Int,
+        headers: HTTPHeaders,
+        requestDate: Date,
+        responseDate: Date,
+        now: Date
+    ) -> RevalidationOutcome {
+        let isHead = method.isEqualIgnoringASCIICase("HEAD")
+        let confirmed = (status == 304 && !Self.notModified(headers, namesAnotherRepresentationThan: entry))
+            || (isHead && status == 200 && Self.headResponse(headers, describes: entry))
+        if confirmed {
+            return freshened(entry, by: headers, request: request, requestDate: requestDate, responseDate: responseDate)
+        }
+        if status >= 500, mayServeAfterError(entry, request: request, now: now) {
+            return .serverError
+        }
+        // A conditional GET's answer other than a 304 is the new response itself.
+        return .changed(bodyIncluded: !isHead && status != 304)
+    }
+
+    /// `entry` updated by a 304 (or a HEAD 200 that describes it), RFC 9111 §4.3.4: the answer's
+    /// header fields replace the stored ones (`headersAfterValidation`), its dates become the
+    /// entry's dates, and storage and freshness are decided again on the merged headers.
+    private func freshened(
+        _ entry: CacheEntry,
+        by headers: HTTPHeaders,
+        request: CacheRequest,
+        requestDate: Date,
+        responseDate: Date
+    ) -> RevalidationOutcome {
+        var updated = entry
+        updated.revision = .next()
+        updated.headers = Self.headersAfterValidation(stored: entry.headers, received: headers)
+        updated.requestDate = requestDate
+        updated.responseDate = responseDate
+        switch storageDecision(for: request, status: entry.statusCode, headers: updated.headers,
+                               requestDate: requestDate, responseDate: responseDate) {
+        case .store(let lifetime, let initialAge):
+            updated.freshnessLifetime = lifetime
+            updated.initialAge = initialAge
+            return .notModified(updated: updated, mayStore: true)
+        case .doNotStore:
+            updated.freshnessLifetime = 0
+            updated.initialAge = Self.correctedInitialAge(
+                headers: updated.headers, date: updated.headers["Date"].flatMap(HTTPDate.parse),
+                requestDate: requestDate, responseDate: responseDate)
+            return .notModified(updated: updated, mayStore: false)
+        }
+    }
+
+    /// The stored header fields updated with those of a 304 or HEAD answer (RFC 9111 §4.3.4):
+    /// each received field replaces the stored fields of that name, except the fields that
+    /// describe the answer's own (empty) body or its connection (`headersNotUpdatedByValidation`).
+    static func headersAfterValidation(stored: HTTPHeaders, received: HTTPHeaders) -> HTTPHeaders {
+        var headers = stored
+        for field in storableHeaders(received).fields where !headersNotUpdatedByValidation.contains(where: field.name.isEqualIgnoringASCIICase) {
+            headers.set(field.name, field.value)
+        }
+        return headers
+    }
+
+    /// Fields a 304 or HEAD answer must not overwrite: they describe its own (empty) body or its
+    /// connection, not the stored representation.
+    static let headersNotUpdatedByValidation = ["Content-Length", "Content-Encoding", "Transfer-Encoding", "Content-Range",
+                                                "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Upgrade"]
+
+    /// Whether a HEAD answer describes the stored representation (RFC 9111 §4.3.5): the same
+    /// strong ETag, or without ETags the same Last-Modified, and no different Content-Length.
+    static func headResponse(_ head: HTTPHeaders, describes entry: CacheEntry) -> Bool {
+        if let length = head["Content-Length"].flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }),
+           entry.headers["Content-Encoding"] == nil, length != entry.body.count {
+            return false
+        }
+        if let etag = head["ETag"], let storedTag = entry.headers["ETag"] {
+            return !etag.hasPrefix("W/") && etag == storedTag
+        }
+        if head["ETag"] == nil, entry.headers["ETag"] == nil,
+           let modified = head["Last-Modified"], let storedModified = entry.headers["Last-Modified"] {
+            return modified == storedModified
+        }
+        return false
+    }
+
+    /// Whether a 304 names a different representation than the one stored (its ETag differs, by
+    /// the weak comparison), in which case the stored body must not be served (RFC 9111 §4.3.4).
+    static func notModified(_ headers: HTTPHeaders, namesAnotherRepresentationThan entry: CacheEntry) -> Bool {
+        guard let etag = headers["ETag"], let storedTag = entry.headers["ETag"] else { return false }
+        return weakTag(etag) != weakTag(storedTag)
+    }
+
+    private static func weakTag(_ tag: String) -> String {
+        tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag
     }
 }

@@ -1,76 +1,48 @@
 import Foundation
 
-/// The validators sent when revalidating a stored response.
-package struct RevalidationConditions: Sendable, Equatable {
-    var ifNoneMatch: String?
-    var ifModifiedSince: String?
-
-    /// The validators of `entry`, or nil when it has none (then it can only be refetched).
-    init?(_ entry: CacheEntry) {
-        ifNoneMatch = entry.headers["ETag"]
-        ifModifiedSince = entry.headers["Last-Modified"]
-        if ifNoneMatch == nil && ifModifiedSince == nil { return nil }
-    }
-}
-
-/// What to do with a cacheable request, given what is stored: the output of the decision core.
-package enum ReuseDecision: Sendable, Equatable {
-    /// Answer with the stored response; no network. `isStale` is true when the request accepted
-    /// a stale answer (`max-stale`, `.returnCacheDataElseLoad`, offline mode).
-    case useStored(CacheEntry, isStale: Bool)
-    /// Answer with the stored (stale) response now and revalidate in the background
-    /// (`stale-while-revalidate`).
-    case useStoredAndRevalidate(CacheEntry, RevalidationConditions)
-    /// Ask the origin whether the stored response is still current.
-    case revalidate(CacheEntry, RevalidationConditions)
-    /// Load from the origin: nothing usable is stored, or the request asked for a reload. The
-    /// entry, if any, is what a failure may fall back to.
-    case fetch(fallback: CacheEntry?)
-    /// Only the cache may answer and nothing usable is stored.
-    case unavailable
-}
-
-/// What the engine does with a request after the lookup: the policy's plan
-/// (`CachingPolicy.plan(for:decision:keyWasStored:offline:)`).
-enum LoadPlan: Sendable {
-    /// Answer with the stored response (for a byte range, its part); no network.
-    case answerStored(CacheEntry, isStale: Bool)
-    /// Answer with the stored, stale response now and revalidate it in the background
-    /// (`stale-while-revalidate`).
-    case answerStaleAndRevalidate(CacheEntry, RevalidationConditions)
-    /// Ask the origin.
-    case send(ExchangePlan)
-    /// Nothing usable may be served and the network may not be used: a `504` when `gatewayTimeout`
-    /// (`only-if-cached`), else an error.
-    case unavailable(gatewayTimeout: Bool)
-}
-
 extension CachingPolicy {
     // MARK: Reuse
 
-    /// Decides how `request` is answered given the variant that matched it (if any) at `now`.
-    /// `offline` is the installation-wide offline switch: any stored response is acceptable.
-    package func decision(for request: CacheRequest, stored: CacheEntry?, now: Date, offline: Bool = false) -> ReuseDecision {
+    /// What the engine does with `request` given the variant that matched it (if any), at `now`:
+    /// answer from the store, ask the origin (and why, for `Cache-Status`), or answer that nothing
+    /// may be served. Pure: the step between the lookup and the network. `keyWasStored` tells a
+    /// `Vary` miss from a miss (default: whether a variant matched); `offline` is the
+    /// installation-wide offline switch: any stored response is acceptable.
+    package func plan(for request: CacheRequest, stored: CacheEntry?, keyWasStored: Bool? = nil, now: Date,
+                      offline: Bool = false) -> LoadPlan {
+        let plan = reuse(for: request, stored: stored, keyWasStored: keyWasStored ?? (stored != nil), now: now, offline: offline)
+        if let range = request.byteRange, !plan.isUnavailable {
+            return rangePlan( range, of: request, reusing: plan, keyWasStored: keyWasStored ?? (stored != nil))
+        }
+        return plan
+    }
+
+    /// The plan for the whole response `request` names.
+    private func reuse(for request: CacheRequest, stored: CacheEntry?, keyWasStored: Bool, now: Date, offline: Bool) -> LoadPlan {
         guard let entry = stored else {
-            return offline || request.mode == .onlyCache || request.directives.onlyIfCached ? .unavailable : .fetch(fallback: nil)
+            if offline || request.mode == .onlyCache || request.directives.onlyIfCached {
+                return unavailable(request, offline: offline)
+            }
+            return fetch(request, fallback: nil, keyWasStored: keyWasStored)
         }
         let timeToLive = entry.timeToLive(at: now)
         switch request.mode {
         case .reload, .reloadFromOrigin:
-            return .fetch(fallback: entry)
+            return fetch(request, fallback: entry, keyWasStored: keyWasStored)
         case .preferCache, .onlyCache:
-            return .useStored(entry, isStale: timeToLive <= 0)
+            return .answerStored(entry, isStale: timeToLive <= 0)
         case .revalidate:
             // RFC 8246: a fresh `immutable` response is not revalidated on a reload.
             if timeToLive > 0, Self.responseDirectives(entry.headers).immutable {
-                return .useStored(entry, isStale: false)
+                return .answerStored(entry, isStale: false)
             }
-            return RevalidationConditions(entry).map { .revalidate(entry, $0) } ?? .fetch(fallback: entry)
+            return RevalidationConditions(entry).map { .send(.revalidate(entry, $0)) }
+                ?? fetch(request, fallback: entry, keyWasStored: keyWasStored)
         case .normal:
             break
         }
         if offline {
-            return .useStored(entry, isStale: timeToLive <= 0)
+            return .answerStored(entry, isStale: timeToLive <= 0)
         }
 
         let directives = request.directives
@@ -78,7 +50,7 @@ extension CachingPolicy {
         if let maxAge = directives.maxAge, entry.age(at: now) > TimeInterval(maxAge) { freshEnough = false }
         if let minFresh = directives.minFresh, timeToLive < TimeInterval(minFresh) { freshEnough = false }
         if freshEnough {
-            return .useStored(entry, isStale: false)
+            return .answerStored(entry, isStale: false)
         }
 
         let conditions = RevalidationConditions(entry)
@@ -88,73 +60,63 @@ extension CachingPolicy {
             if mayServeStale(stored) {
                 if let maxStale = directives.maxStale {
                     switch maxStale {
-                    case .any: return .useStored(entry, isStale: true)
-                    case .seconds(let limit) where staleness <= TimeInterval(limit): return .useStored(entry, isStale: true)
+                    case .any: return .answerStored(entry, isStale: true)
+                    case .seconds(let limit) where staleness <= TimeInterval(limit): return .answerStored(entry, isStale: true)
                     default: break
                     }
                 }
                 if let window = stored.staleWhileRevalidate, staleness <= TimeInterval(window), let conditions {
-                    return .useStoredAndRevalidate(entry, conditions)
+                    return .answerStaleAndRevalidate(entry, conditions)
                 }
             }
         }
         if directives.onlyIfCached {
-            return .unavailable
+            return unavailable(request, offline: offline)
         }
-        return conditions.map { .revalidate(entry, $0) } ?? .fetch(fallback: entry)
+        return conditions.map { .send(.revalidate(entry, $0)) } ?? fetch(request, fallback: entry, keyWasStored: keyWasStored)
     }
 
-    /// What the engine does with `request` once `decision` is made: answer from the store, ask
-    /// the origin (and why, for `Cache-Status`), or answer that nothing may be served. Pure: the
-    /// step between the lookup and the network. `keyWasStored` tells a `Vary` miss from a miss;
-    /// `offline` is the installation's offline switch.
-    func plan(for request: CacheRequest, decision: ReuseDecision, keyWasStored: Bool, offline: Bool) -> LoadPlan {
-        if let range = request.byteRange, decision != .unavailable {
-            return plan(forRange: range, of: request, decision: decision, keyWasStored: keyWasStored)
+    /// A plain GET for `request`, with why it goes to the origin (`Cache-Status`'s `fwd`):
+    /// `fallback` is the matching variant an error may fall back to.
+    private func fetch(_ request: CacheRequest, fallback: CacheEntry?, keyWasStored: Bool) -> LoadPlan {
+        let forward: CacheStatus.Forward
+        if [.reload, .reloadFromOrigin].contains(request.mode) || request.directives.noCache {
+            forward = .request
+        } else if fallback != nil {
+            forward = .stale   // the matching variant is stale and has no validator to revalidate with
+        } else {
+            forward = keyWasStored ? .varyMiss : .uriMiss
         }
-        switch decision {
-        case .useStored(let entry, let isStale):
-            return .answerStored(entry, isStale: isStale)
-        case .useStoredAndRevalidate(let entry, let conditions):
-            return .answerStaleAndRevalidate(entry, conditions)
-        case .revalidate(let entry, let conditions):
-            return .send(.revalidate(entry, conditions))
-        case .fetch(let fallback):
-            let forward: CacheStatus.Forward
-            if [.reload, .reloadFromOrigin].contains(request.mode) || request.directives.noCache {
-                forward = .request
-            } else if fallback != nil {
-                forward = .stale   // the matching variant is stale and has no validator to revalidate with
-            } else {
-                forward = keyWasStored ? .varyMiss : .uriMiss
-            }
-            return .send(.fetch(fallback: fallback, forward: forward))
-        case .unavailable:
-            // `only-if-cached` gets the 504 RFC 9111 §5.2.1.7 prescribes; `.returnCacheDataDontLoad`
-            // and offline mode an error, as Foundation gives for a miss in that mode.
-            return .unavailable(gatewayTimeout: request.directives.onlyIfCached && request.mode == .normal && !offline)
-        }
+        return .send(.fetch(fallback: fallback, forward: forward))
     }
 
-    /// A request for one byte range. A stored response that holds the range answers it. Unless
-    /// the policy stores partial content, anything else goes to the origin as it is and its
-    /// answer is not stored (the request was taken because a stored response answered it, and
-    /// that went stale since). Otherwise a stored response that holds the range but is stale is
-    /// revalidated with a conditional range GET, and anything else is fetched with the range: a
-    /// `206` answer is stored, or combined with the part stored before.
-    private func plan(forRange range: ByteRange, of request: CacheRequest, decision: ReuseDecision, keyWasStored: Bool) -> LoadPlan {
-        if case .useStored(let entry, let isStale) = decision, Self.servesRange(range, from: entry) != nil {
-            return .answerStored(entry, isStale: isStale)
+    /// Nothing usable may be served and the network may not be used: `only-if-cached` gets the
+    /// 504 RFC 9111 §5.2.1.7 prescribes; `.returnCacheDataDontLoad` and offline mode an error, as
+    /// Foundation gives for a miss in that mode.
+    private func unavailable(_ request: CacheRequest, offline: Bool) -> LoadPlan {
+        .unavailable(gatewayTimeout: request.directives.onlyIfCached && request.mode == .normal && !offline)
+    }
+
+    /// A request for one byte range, given the plan for the whole response. A stored response
+    /// that holds the range answers it. Unless the policy stores partial content, anything else
+    /// goes to the origin as it is and its answer is not stored (the request was taken because a
+    /// stored response answered it, and that went stale since). Otherwise a stored response that
+    /// holds the range but is stale is revalidated with a conditional range GET, and anything
+    /// else is fetched with the range: a `206` answer is stored, or combined with the part
+    /// stored before.
+    private func rangePlan(_ range: ByteRange, of request: CacheRequest, reusing whole: LoadPlan, keyWasStored: Bool) -> LoadPlan {
+        if case .answerStored(let entry, _) = whole, Self.servesRange(range, from: entry) != nil {
+            return whole
         }
         guard storesPartialContent else { return .send(.forward) }
         let stored: CacheEntry?
-        switch decision {
-        case .useStored(let entry, _), .fetch(fallback: let entry?):
+        switch whole {
+        case .answerStored(let entry, _), .send(.fetch(fallback: let entry?, _)):
             stored = entry
-        case .revalidate(let entry, let conditions), .useStoredAndRevalidate(let entry, let conditions):
+        case .send(.revalidate(let entry, let conditions)), .answerStaleAndRevalidate(let entry, let conditions):
             if Self.servesRange(range, from: entry) != nil { return .send(.revalidate(entry, conditions)) }
             stored = entry
-        case .fetch(fallback: nil), .unavailable:
+        case .send, .unavailable:
             stored = nil
         }
         let holdsRange = stored.flatMap { Self.servesRange(range, from: $0) } != nil
@@ -317,125 +279,5 @@ extension CacheEntry {
     /// Seconds of freshness left at `now`; negative once stale.
     package func timeToLive(at now: Date) -> TimeInterval {
         freshnessLifetime - age(at: now)
-    }
-}
-
-/// What the origin's answer to a revalidation means for the stored response: the output of the
-/// validation half of the decision core (RFC 9111 §4.3.3–4.3.5).
-enum RevalidationOutcome: Sendable, Equatable {
-    /// The origin confirmed the stored response: a 304 that does not name another
-    /// representation, or a HEAD 200 that describes the stored one. Serve the stored body with
-    /// `updated`: the stored headers merged with the answer's (§4.3.4), its dates, and the
-    /// freshness computed again. When the merged headers forbid storing (`mayStore` false) it is
-    /// served this once and the stored variant is dropped.
-    case notModified(updated: CacheEntry, mayStore: Bool)
-    /// The origin has another representation. A conditional GET's answer carries it
-    /// (`bodyIncluded`): it is handled like any fetched response. A HEAD's answer does not (and a
-    /// 304 naming another representation carries no body either): fetch it with a plain GET.
-    case changed(bodyIncluded: Bool)
-    /// The origin failed with a 5xx and the stored response may be served stale instead
-    /// (stale-if-error, `mayServeAfterError`).
-    case serverError
-}
-
-extension CachingPolicy {
-    /// Judges the origin's answer to a revalidation of `entry` for `request`, sent with
-    /// `method` (HEAD or GET) and the stored validators, given the answer's status and headers,
-    /// when the request was sent and the answer received, and `now`.
-    func revalidationOutcome(
-        stored entry: CacheEntry,
-        request: CacheRequest,
-        method: String,
-        status: Int,
-        headers: HTTPHeaders,
-        requestDate: Date,
-        responseDate: Date,
-        now: Date
-    ) -> RevalidationOutcome {
-        let isHead = method.isEqualIgnoringASCIICase("HEAD")
-        let confirmed = (status == 304 && !Self.notModified(headers, namesAnotherRepresentationThan: entry))
-            || (isHead && status == 200 && Self.headResponse(headers, describes: entry))
-        if confirmed {
-            return freshened(entry, by: headers, request: request, requestDate: requestDate, responseDate: responseDate)
-        }
-        if status >= 500, mayServeAfterError(entry, request: request, now: now) {
-            return .serverError
-        }
-        // A conditional GET's answer other than a 304 is the new response itself.
-        return .changed(bodyIncluded: !isHead && status != 304)
-    }
-
-    /// `entry` updated by a 304 (or a HEAD 200 that describes it), RFC 9111 §4.3.4: the answer's
-    /// header fields replace the stored ones (`headersAfterValidation`), its dates become the
-    /// entry's dates, and storage and freshness are decided again on the merged headers.
-    private func freshened(
-        _ entry: CacheEntry,
-        by headers: HTTPHeaders,
-        request: CacheRequest,
-        requestDate: Date,
-        responseDate: Date
-    ) -> RevalidationOutcome {
-        var updated = entry
-        updated.revision = .next()
-        updated.headers = Self.headersAfterValidation(stored: entry.headers, received: headers)
-        updated.requestDate = requestDate
-        updated.responseDate = responseDate
-        switch storageDecision(for: request, status: entry.statusCode, headers: updated.headers,
-                               requestDate: requestDate, responseDate: responseDate) {
-        case .store(let lifetime, let initialAge):
-            updated.freshnessLifetime = lifetime
-            updated.initialAge = initialAge
-            return .notModified(updated: updated, mayStore: true)
-        case .doNotStore:
-            updated.freshnessLifetime = 0
-            updated.initialAge = Self.correctedInitialAge(
-                headers: updated.headers, date: updated.headers["Date"].flatMap(HTTPDate.parse),
-                requestDate: requestDate, responseDate: responseDate)
-            return .notModified(updated: updated, mayStore: false)
-        }
-    }
-
-    /// The stored header fields updated with those of a 304 or HEAD answer (RFC 9111 §4.3.4):
-    /// each received field replaces the stored fields of that name, except the fields that
-    /// describe the answer's own (empty) body or its connection (`headersNotUpdatedByValidation`).
-    static func headersAfterValidation(stored: HTTPHeaders, received: HTTPHeaders) -> HTTPHeaders {
-        var headers = stored
-        for field in storableHeaders(received).fields where !headersNotUpdatedByValidation.contains(where: field.name.isEqualIgnoringASCIICase) {
-            headers.set(field.name, field.value)
-        }
-        return headers
-    }
-
-    /// Fields a 304 or HEAD answer must not overwrite: they describe its own (empty) body or its
-    /// connection, not the stored representation.
-    static let headersNotUpdatedByValidation = ["Content-Length", "Content-Encoding", "Transfer-Encoding", "Content-Range",
-                                                "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Upgrade"]
-
-    /// Whether a HEAD answer describes the stored representation (RFC 9111 §4.3.5): the same
-    /// strong ETag, or without ETags the same Last-Modified, and no different Content-Length.
-    static func headResponse(_ head: HTTPHeaders, describes entry: CacheEntry) -> Bool {
-        if let length = head["Content-Length"].flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }),
-           entry.headers["Content-Encoding"] == nil, length != entry.body.count {
-            return false
-        }
-        if let etag = head["ETag"], let storedTag = entry.headers["ETag"] {
-            return !etag.hasPrefix("W/") && etag == storedTag
-        }
-        if head["ETag"] == nil, entry.headers["ETag"] == nil,
-           let modified = head["Last-Modified"], let storedModified = entry.headers["Last-Modified"] {
-            return modified == storedModified
-        }
-        return false
-    }
-
-    /// Whether a 304 names a different representation than the one stored (its ETag differs, by
-    /// the weak comparison), in which case the stored body must not be served (RFC 9111 §4.3.4).
-    static func notModified(_ headers: HTTPHeaders, namesAnotherRepresentationThan entry: CacheEntry) -> Bool {
-        guard let etag = headers["ETag"], let storedTag = entry.headers["ETag"] else { return false }
-        return weakTag(etag) != weakTag(storedTag)
-    }
-
-    private static func weakTag(_ tag: String) -> String {
-        tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag
     }
 }

@@ -3,21 +3,6 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// How a response was reached, where that decides whether it may be stored.
-package struct ResponseRoute: Sendable, Equatable {
-    /// A credential of the app's went with the request on the way — the app answered a challenge
-    /// with one, or the upstream session took one from the app's credential storage — so the
-    /// response belongs to that credential, which the request's fingerprint does not show.
-    package var answeredWithCredential: Bool
-
-    package init(answeredWithCredential: Bool = false) {
-        self.answeredWithCredential = answeredWithCredential
-    }
-
-    /// Reached directly, with nothing of the above.
-    package static let direct = ResponseRoute()
-}
-
 /// Whether and how long a response is stored: the output of the storage half of the core.
 package enum StorageDecision: Sendable, Equatable {
     case store(freshnessLifetime: TimeInterval, initialAge: TimeInterval)
@@ -305,94 +290,5 @@ extension CachingPolicy {
         let apparentAge = date.map { max(0, responseDate.timeIntervalSince($0)) } ?? 0
         let responseDelay = max(0, responseDate.timeIntervalSince(requestDate))
         return max(apparentAge, TimeInterval(ageValue) + responseDelay)
-    }
-}
-
-/// A `Cache-Status` field value (RFC 9211) describing how this cache handled one request.
-struct CacheStatus: Sendable, Equatable {
-    /// Why the request went to the origin (the `fwd` parameter); nil for a hit.
-    enum Forward: String, Sendable {
-        /// Nothing was stored for the URL.
-        case uriMiss = "uri-miss"
-        /// Something was stored for the URL, but not for this request's `Vary` headers or credentials.
-        case varyMiss = "vary-miss"
-        /// A stored response existed but was stale (revalidation).
-        case stale
-        /// The request asked for a reload (`no-cache`, `.reloadIgnoringLocalCacheData`).
-        case request
-        /// The request's method is not cacheable (an unsafe method the cache sent on).
-        case method
-        /// A part of the response was stored, but not the part the request asks for.
-        case partial
-    }
-
-    /// The cache's name in the header.
-    static let cacheName = "CachingProtocol"
-
-    var forward: Forward?
-    var forwardStatus: Int?
-    var stored = false
-    var timeToLive: Int?
-    /// The cache key, when a key rule made it differ from the URL (the `key` parameter).
-    var key: String?
-    var detail: String?
-
-    var headerValue: String {
-        var value = Self.cacheName
-        if let forward {
-            value += "; fwd=\(forward.rawValue)"
-            if let forwardStatus { value += "; fwd-status=\(forwardStatus)" }
-            if stored { value += "; stored" }
-        } else {
-            value += "; hit"
-        }
-        if let timeToLive { value += "; ttl=\(timeToLive)" }
-        if let key { value += "; key=" + Self.quoted(key) }
-        if let detail { value += "; detail=\(detail)" }
-        return value
-    }
-
-    /// `text` as a structured-field string (RFC 8941 §3.3.3): quoted, with `"` and `\` escaped;
-    /// characters a field value cannot carry become `?`.
-    static func quoted(_ text: String) -> String {
-        var quoted = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"", "\\": quoted += "\\" + String(scalar)
-            case " "..."~": quoted.unicodeScalars.append(scalar)
-            default: quoted += "?"
-            }
-        }
-        return quoted + "\""
-    }
-}
-
-extension CacheStatus {
-    /// A hit on `entry` at `now`. A fresh hit is plain `hit` (no `ttl`, so the response built for
-    /// it stays valid); a stale one carries its negative `ttl` and `detail=stale`.
-    static func hit(_ entry: CacheEntry, stale: Bool, at now: Date) -> CacheStatus {
-        guard stale else { return CacheStatus() }
-        return CacheStatus(timeToLive: timeToLive(of: entry, at: now), detail: "stale")
-    }
-
-    /// `entry`'s whole seconds of freshness left at `now` (negative once stale), for `ttl`.
-    static func timeToLive(of entry: CacheEntry, at now: Date) -> Int {
-        Int(entry.timeToLive(at: now).rounded(.down))
-    }
-}
-
-extension CacheStatus {
-    /// The detail of an answer reached through a stored redirect the engine followed.
-    static let viaStoredRedirect = "via-stored-redirect"
-
-    /// The `Cache-Status` field `value` with `detail` added: as its `detail` parameter, or joined
-    /// to the one it has (`detail=stale` becomes `detail="stale via-stored-redirect"`).
-    static func adding(detail: String, to value: String) -> String {
-        var parameters = value.components(separatedBy: "; ")
-        guard let index = parameters.firstIndex(where: { $0.hasPrefix("detail=") }) else { return value + "; detail=" + detail }
-        var existing = parameters[index].dropFirst("detail=".count)
-        if existing.hasPrefix("\""), existing.hasSuffix("\""), existing.count >= 2 { existing = existing.dropFirst().dropLast() }
-        parameters[index] = "detail=\"\(existing) \(detail)\""
-        return parameters.joined(separator: "; ")
     }
 }

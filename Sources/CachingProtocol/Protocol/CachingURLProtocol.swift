@@ -235,13 +235,13 @@ public class CachingURLProtocol: URLProtocol {
         } else {
             cacheRequest = CacheRequest(request, key: key)
         }
-        switch engine.start(cacheRequest, from: settings) {
+        switch engine.lookUp(cacheRequest, from: settings) {
         case .answered(let answer):
             delivery.deliver(answer, onCallingThread: true)
-        case .planned(let load):
+        case .goesOn(let pending):
             // The client is made only when the load goes on past the lookup: a hit never looks
             // at the app's task.
-            let handle = engine.proceed(load, client: makeClient(delivery, settings: settings))
+            let handle = engine.resume(pending, client: makeClient(delivery, settings: settings))
             state.withLock { $0.loading = handle }
             // Stopped while the load started: it leaves its exchange, so an upstream request
             // nobody waits for is cancelled.
@@ -347,7 +347,7 @@ public class CachingURLProtocol: URLProtocol {
             delivery.deliverChunk(data)
         }
 
-        func answer(_ challenge: URLAuthenticationChallenge,
+        func forward(_ challenge: URLAuthenticationChallenge,
                     reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
             delivery.forward(challenge, reply: reply)
         }

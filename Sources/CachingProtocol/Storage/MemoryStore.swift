@@ -8,7 +8,7 @@ import Foundation
 ///
 /// Threading: all state is in one `Locked`; a lookup takes the lock once, does one dictionary
 /// lookup and returns the record without copying its bodies (`Data` is copy-on-write).
-final class MemoryStore: StoreTier {
+final class MemoryStore: Sendable {
     /// The tier's settings.
     struct Configuration: Sendable {
         /// The most bytes kept. Default: 0, which keeps nothing.
@@ -52,7 +52,7 @@ final class MemoryStore: StoreTier {
         self.init(configuration: Configuration(capacity: capacity, maximumEntryFraction: maximumEntryFraction))
     }
 
-    func record(forKey key: String, countingLookup: Bool) -> CacheRecord? {
+    func record(forKey key: String, countingLookup: Bool = true) -> CacheRecord? {
         state.withLock { state in
             guard countingLookup else { return state.records.peek(key) }
             if let record = state.records.touch(key) {

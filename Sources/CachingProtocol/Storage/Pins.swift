@@ -8,8 +8,9 @@ import Musl
 #endif
 
 /// The pinned keys of a cache directory: records the disk tier keeps from eviction and from the
-/// age limit. A value with no I/O, kept in `DiskState`; the `pins` file of the directory is
-/// where they persist, so a reopen and every process sharing the directory see them.
+/// age limit (`DiskLedger.evict`, `DiskLedger.expire`). A value kept in the ledger, with the
+/// format of the directory's `pins` file, where they persist so that a reopen and every process
+/// sharing the directory see them, and its reading; `DiskWorker.changePins` writes it.
 struct Pins: Sendable, Equatable {
     /// The pinned keys, in the order they were pinned.
     private(set) var keys: [String] = []
@@ -38,6 +39,29 @@ struct Pins: Sendable, Equatable {
     }
 
     // MARK: - The pins file
+
+    /// Reads the pins file at `path` into `ledger` when it is not the version last read (a new
+    /// store, or another process changed it). A missing file means no pins; a damaged one too
+    /// (counted as corrupt); one that cannot be read now leaves the pins as they were. Safe on
+    /// any thread: it only reads the file, and installs what it read under the ledger's lock.
+    static func refresh(_ ledger: Locked<DiskLedger>, from path: String, reader: FileReader) {
+        let stamp = (try? FileIO.status(path)).map(FileStamp.init)
+        guard ledger.withLock({ $0.pins.source != stamp }) else { return }
+        var keys: [String] = []
+        if stamp != nil {
+            do {
+                keys = try decode(try reader.readFile(path, for: .index))
+            } catch let error as FileError where !error.isMissing {
+                ledger.withLock { $0.report.noteUnavailable(CachingError(.fileUnreadable, "pins: \(error)")) }
+                return
+            } catch let error as BinaryDecodingError {
+                ledger.withLock { $0.report.noteCorrupt(CachingError(.corruptEntry, "\(path): \(error)")) }
+            } catch {
+                // Gone between the stat and the read: no pins.
+            }
+        }
+        ledger.withLock { $0.pins.install(keys, from: stamp) }
+    }
 
     /// "CPPN" as a little-endian `UInt32`.
     static let magic: UInt32 = 0x4E50_5043

@@ -10,6 +10,8 @@ import Foundation
 /// its own state. The read-modify-write of the variant updates is not atomic across callers: two
 /// concurrent updates of one key can lose one of the two changes (a variant), never tear a record.
 final class TieredStore: RecordStore {
+    // The tiers. The rest of the library goes through the store's own members (lookups, writes,
+    // capacities, statistics, pins, trimming, flushing); tests reach the tiers directly.
     let memory: MemoryStore
     let disk: DiskStore
 
@@ -69,7 +71,7 @@ final class TieredStore: RecordStore {
         let now = clock()
         let limit = ageLimit.withLock { state -> TimeInterval? in
             guard let limit = state.limit else { return nil }
-            if let last = state.lastSweep, now >= last, now.timeIntervalSince(last) < DiskWorker.expiryInterval(for: limit) {
+            if let last = state.lastSweep, now >= last, now.timeIntervalSince(last) < DiskLedger.expiryInterval(for: limit) {
                 return nil
             }
             state.lastSweep = now
@@ -92,6 +94,62 @@ final class TieredStore: RecordStore {
         guard kept.isEmpty else { return CacheRecord(key: record.key, variants: kept) }
         removeRecord(forKey: record.key)
         return nil
+    }
+
+    // MARK: Capacities, statistics, settings
+
+    /// The most bytes kept in memory; lowering it evicts at once.
+    var memoryCapacity: Int {
+        get { memory.capacity }
+        set { memory.capacity = max(0, newValue) }
+    }
+
+    /// The most bytes the disk tier's files take once writes settle; lowering it evicts on the
+    /// disk worker (`waitUntilSettled` waits for it).
+    var diskCapacity: Int {
+        get { disk.capacity }
+        set { disk.capacity = max(0, newValue) }
+    }
+
+    /// What each tier holds and how often it answered.
+    var statistics: (memory: StoreStatistics, disk: StoreStatistics) {
+        (memory.statistics, disk.statistics)
+    }
+
+    /// What went wrong on disk, and how its index was obtained.
+    var diskDiagnostics: DiskLedger.Diagnostics {
+        disk.diagnostics
+    }
+
+    /// Evicts least recently used disk entries until the disk tier holds at most `bytes`, without
+    /// changing its capacity; settles on the disk worker.
+    func trimDisk(toBytes bytes: Int) {
+        disk.trim(toBytes: bytes)
+    }
+
+    /// The Data Protection class of the disk tier's files and directories (`DiskStore.fileProtection`).
+    var fileProtection: CachingFileProtection {
+        get { disk.fileProtection }
+        set { disk.fileProtection = newValue }
+    }
+
+    // MARK: Pins
+
+    /// Pins `keys` on disk: kept from eviction and the age limit, in the directory's pins file
+    /// (`DiskStore.pin`). Throws `pinnedBeyondCapacity` when they would leave less than `room`
+    /// bytes of the disk capacity for the rest.
+    func pin(_ keys: [String], leavingRoom room: Int) throws {
+        try disk.pin(keys, leavingRoom: room)
+    }
+
+    /// Unpins `keys`.
+    func unpin(_ keys: [String]) throws {
+        try disk.unpin(keys)
+    }
+
+    /// The pinned keys now, read again when another process changed the pins file.
+    func currentPins() -> Pins {
+        disk.currentPins()
     }
 
     /// The clock for the disk tier's last-access times (the LRU order).
@@ -234,7 +292,7 @@ final class TieredStore: RecordStore {
     /// snapshot, an empty journal), so no file of the directory holds a removed key any more
     /// (the index's summaries keep keys; its journal would keep them until compacted).
     func waitUntilRemoved() {
-        disk.enqueue(.persistIndex)
+        disk.persistIndex()
         waitUntilSettled()
     }
 

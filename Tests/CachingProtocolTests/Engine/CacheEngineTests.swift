@@ -24,12 +24,12 @@ final class CacheEngineTests: EngineTestCase {
     @discardableResult
     private func load(_ request: CacheRequest? = nil) -> (RecordingLoadClient, LoadHandle?) {
         let client = RecordingLoadClient()
-        switch engine.start(request ?? self.request(), from: .standard) {
+        switch engine.lookUp(request ?? self.request(), from: .standard) {
         case .answered(let answer):
             client.receive(answer, outcome: .hit)
             return (client, nil)
-        case .planned(let planned):
-            return (client, engine.proceed(planned, client: client))
+        case .goesOn(let pending):
+            return (client, engine.resume(pending, client: client))
         }
     }
 
@@ -132,8 +132,8 @@ final class CacheEngineTests: EngineTestCase {
         let owner = URLProtocol(request: URLRequest(url: url), cachedResponse: nil, client: appClient)
         let delivery = ClientDelivery(owner: owner, executor: CallingThreadExecutor(), rules: .init(
             streamsBodies: true, holdsLockAcrossClientCalls: false, forwardsChallenges: true, reportsRedirects: true))
-        guard case .planned(let planned) = engine.start(request(), from: .standard) else { return XCTFail("a miss") }
-        let starter = engine.proceed(planned, client: DeliveringClient(delivery: delivery))
+        guard case .goesOn(let pending) = engine.lookUp(request(), from: .standard) else { return XCTFail("a miss") }
+        let starter = engine.resume(pending, client: DeliveringClient(delivery: delivery))
         upstream.waitForRequests(1)
         let (joined, _) = load()
         settle()
@@ -212,9 +212,9 @@ final class CacheEngineTests: EngineTestCase {
             if let own { request.setValue(own, forHTTPHeaderField: "Accept-Language") }
             let sent = CacheRequest(request, key: key).sent(with: ["accept-language": language, "user-agent": "App/1 CFNetwork/1 Darwin/1"])
             let client = RecordingLoadClient()
-            switch engine.start(sent, from: .standard) {
+            switch engine.lookUp(sent, from: .standard) {
             case .answered(let answer): client.receive(answer, outcome: .hit)
-            case .planned(let planned): _ = engine.proceed(planned, client: client)
+            case .goesOn(let pending): _ = engine.resume(pending, client: client)
             }
             return client
         }
@@ -283,7 +283,7 @@ final class CacheEngineTests: EngineTestCase {
 
     func testAFreshHitIsAnsweredOnTheCallersThreadWithoutTheUpstream() {
         storeFetched(["Cache-Control": "max-age=60"])
-        guard case .answered(let answer) = engine.start(request(), from: .standard) else { return XCTFail("a fresh hit answers at once") }
+        guard case .answered(let answer) = engine.lookUp(request(), from: .standard) else { return XCTFail("a fresh hit answers at once") }
         guard case .response(let response, let body) = answer else { return XCTFail("a response") }
         XCTAssertEqual(body, Data("stored".utf8))
         XCTAssertEqual(response.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; hit")
@@ -301,7 +301,7 @@ private struct DeliveringClient: LoadClient {
         delivery.deliver(answer)
     }
 
-    func answer(_ challenge: URLAuthenticationChallenge,
+    func forward(_ challenge: URLAuthenticationChallenge,
                 reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         delivery.forward(challenge, reply: reply)
     }

@@ -194,7 +194,7 @@ final class RecordingLoadClient: LoadClient, @unchecked Sendable {
         answered.fulfill()
     }
 
-    func answer(_ challenge: URLAuthenticationChallenge,
+    func forward(_ challenge: URLAuthenticationChallenge,
                 reply: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         guard forwardsChallenges else { return reply(.performDefaultHandling, nil) }
         state.withLock { $0.challenges.append(challenge.protectionSpace.authenticationMethod) }

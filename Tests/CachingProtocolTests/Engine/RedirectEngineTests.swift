@@ -23,11 +23,11 @@ final class RedirectEngineTests: EngineTestCase {
     @discardableResult
     private func load(_ url: URL, _ client: RecordingLoadClient, waitingFor requests: Int? = nil,
                       then respond: (() -> Void)? = nil) -> RecordingLoadClient {
-        switch engine.start(CacheRequest(URLRequest(url: url), key: CacheKey.make(method: "GET", url: url)), from: .standard) {
+        switch engine.lookUp(CacheRequest(URLRequest(url: url), key: CacheKey.make(method: "GET", url: url)), from: .standard) {
         case .answered(let answer):
             client.receive(answer, outcome: .hit)
-        case .planned(let planned):
-            _ = engine.proceed(planned, client: client)
+        case .goesOn(let pending):
+            _ = engine.resume(pending, client: client)
             if let requests { upstream.waitForRequests(requests) }
             respond?()
         }
@@ -178,9 +178,9 @@ final class RedirectEngineTests: EngineTestCase {
         let settings = sessionWithCookies()
         for fromCache in [false, true] {
             let client = RecordingLoadClient(redirects: .report)
-            switch engine.start(apiRequest(from: settings), from: settings) {
+            switch engine.lookUp(apiRequest(from: settings), from: settings) {
             case .answered(let answer): client.receive(answer, outcome: .hit)
-            case .planned(let planned): _ = engine.proceed(planned, client: client)
+            case .goesOn(let pending): _ = engine.resume(pending, client: client)
             }
             if !fromCache {
                 upstream.waitForRequests(1)
@@ -204,8 +204,8 @@ final class RedirectEngineTests: EngineTestCase {
     func testASameOriginRedirectReportedToApplesLoaderKeepsTheAuthorization() throws {
         let settings = sessionWithCookies()
         let client = RecordingLoadClient(redirects: .report)
-        guard case .planned(let planned) = engine.start(apiRequest(from: settings), from: settings) else { return XCTFail("a miss") }
-        _ = engine.proceed(planned, client: client)
+        guard case .goesOn(let pending) = engine.lookUp(apiRequest(from: settings), from: settings) else { return XCTFail("a miss") }
+        _ = engine.resume(pending, client: client)
         upstream.waitForRequests(1)
         upstream.respond(0, status: 307, headers: ["Location": "/files/42/v2"])
         wait(for: [client.answered], timeout: 10)

@@ -25,11 +25,11 @@ final class ServerTrustEngineTests: EngineTestCase {
     /// is handed to the client here.
     @discardableResult
     private func load(from settings: SessionSettings, client: RecordingLoadClient = RecordingLoadClient()) -> RecordingLoadClient {
-        switch engine.start(CacheRequest(URLRequest(url: url), key: key), from: settings) {
+        switch engine.lookUp(CacheRequest(URLRequest(url: url), key: key), from: settings) {
         case .answered(let answer):
             client.receive(answer, outcome: .hit)
-        case .planned(let planned):
-            _ = engine.proceed(planned, client: client)
+        case .goesOn(let pending):
+            _ = engine.resume(pending, client: client)
         }
         return client
     }
@@ -91,9 +91,9 @@ final class ServerTrustEngineTests: EngineTestCase {
         let entry = try XCTUnwrap(store.entry(key))
         let conditions = try XCTUnwrap(RevalidationConditions(entry))
         CacheEngine.queue.sync {
-            engine.exchange(.revalidate(entry, conditions), for: pinned.partitioned(CacheRequest(URLRequest(url: url), key: key)),
+            engine.runExchange(.revalidate(entry, conditions), for: pinned.partitioned(CacheRequest(URLRequest(url: url), key: key)),
                             from: pinned, waiting: nil)
-            engine.exchange(.revalidate(entry, conditions), for: CacheRequest(URLRequest(url: url), key: key), from: .standard,
+            engine.runExchange(.revalidate(entry, conditions), for: CacheRequest(URLRequest(url: url), key: key), from: .standard,
                             waiting: nil)
         }
         upstream.waitForRequests(2)
@@ -254,7 +254,7 @@ final class ServerTrustEngineTests: EngineTestCase {
         let entry = try XCTUnwrap(store.peek(key)?.variants.first { $0.body == Data("pinned".utf8) })
         let conditions = try XCTUnwrap(RevalidationConditions(entry))
         CacheEngine.queue.sync {
-            engine.exchange(.revalidate(entry, conditions), for: unnamed.partitioned(CacheRequest(URLRequest(url: url), key: key)),
+            engine.runExchange(.revalidate(entry, conditions), for: unnamed.partitioned(CacheRequest(URLRequest(url: url), key: key)),
                             from: unnamed, waiting: nil)
         }
         settle()
@@ -266,10 +266,10 @@ final class ServerTrustEngineTests: EngineTestCase {
         let other = URL(string: "https://example.com/other")!
         let prefetch = RecordingLoadClient(forwardsChallenges: false)
         let otherKey = CacheKey.make(method: "GET", url: other)
-        guard case .planned(let planned) = engine.start(CacheRequest(URLRequest(url: other), key: otherKey), from: unnamed) else {
+        guard case .goesOn(let pending) = engine.lookUp(CacheRequest(URLRequest(url: other), key: otherKey), from: unnamed) else {
             return XCTFail("a miss")
         }
-        _ = engine.proceed(planned, client: prefetch)
+        _ = engine.resume(pending, client: prefetch)
         guard upstream.waitForRequests(5) else { return XCTFail("nothing sent: \(prefetch.summary)") }
         XCTAssertEqual(upstream.challenge(4, method: serverTrustAuthenticationMethod), .cancelAuthenticationChallenge)
         upstream.fail(4, URLError(.cancelled))

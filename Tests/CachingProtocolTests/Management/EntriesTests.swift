@@ -17,7 +17,7 @@ final class EntriesTests: CachingTestCase {
         }
     }
 
-    private var fileReads: Int { cache.store.disk.diagnostics.entryFileReads }
+    private var fileReads: Int { cache.store.diskDiagnostics.entryFileReads }
 
     func testEntriesMatchWhatWasStored() async throws {
         // Given four responses stored a minute apart: one with an ETag, one with Last-Modified
@@ -84,9 +84,9 @@ final class EntriesTests: CachingTestCase {
         reopened.use(policy: .heuristic(), clock: clock.read)
         // Then it lists the same entries without reading a file
         XCTAssertEqual(reopened.entries().sorted { $0.key < $1.key }, stored.sorted { $0.key < $1.key })
-        XCTAssertEqual(reopened.store.disk.diagnostics.entryFileReads, 0)
+        XCTAssertEqual(reopened.store.diskDiagnostics.entryFileReads, 0)
         XCTAssertEqual(reopened.usageByHost()["example.com"]?.entryCount, 50)
-        XCTAssertEqual(reopened.store.disk.diagnostics.entryFileReads, 0, "usage reads no header either")
+        XCTAssertEqual(reopened.store.diskDiagnostics.entryFileReads, 0, "usage reads no header either")
         reopened.waitUntilSettled()
 
         // When the index is gone (as after an upgrade from an index without summaries), the
@@ -96,17 +96,17 @@ final class EntriesTests: CachingTestCase {
         let rebuilt = CachingURLCache(memoryCapacity: 0, diskCapacity: 32 << 20, directory: directory)
         rebuilt.use(policy: .heuristic(), clock: clock.read)
         rebuilt.waitUntilSettled()
-        let afterScan = rebuilt.store.disk.diagnostics.entryFileReads
+        let afterScan = rebuilt.store.diskDiagnostics.entryFileReads
         // Then the first listing reads each file once, and the second none
         XCTAssertEqual(rebuilt.entries().sorted { $0.key < $1.key }, stored.sorted { $0.key < $1.key })
-        XCTAssertEqual(rebuilt.store.disk.diagnostics.entryFileReads - afterScan, 50)
+        XCTAssertEqual(rebuilt.store.diskDiagnostics.entryFileReads - afterScan, 50)
         XCTAssertEqual(rebuilt.entries().count, 50)
-        XCTAssertEqual(rebuilt.store.disk.diagnostics.entryFileReads - afterScan, 50)
+        XCTAssertEqual(rebuilt.store.diskDiagnostics.entryFileReads - afterScan, 50)
         // And what it read is kept in the index's next snapshot: a reopen reads nothing
         rebuilt.waitUntilSettled()
         let again = CachingURLCache(memoryCapacity: 0, diskCapacity: 32 << 20, directory: directory)
         again.use(policy: .heuristic(), clock: clock.read)
         XCTAssertEqual(again.entries().count, 50)
-        XCTAssertEqual(again.store.disk.diagnostics.entryFileReads, 0)
+        XCTAssertEqual(again.store.diskDiagnostics.entryFileReads, 0)
     }
 }

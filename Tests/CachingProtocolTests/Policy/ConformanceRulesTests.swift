@@ -105,10 +105,10 @@ final class ConformanceRulesTests: XCTestCase {
     func testImmutable() {
         let entry = F.entry(["Cache-Control": "max-age=100, immutable", "ETag": "\"a\""], policy: rfc)!
         let reload = F.request(cachePolicy: .reloadRevalidatingCacheData)
-        XCTAssertEqual(rfc.decision(for: reload, stored: entry, now: at(50)), .useStored(entry, isStale: false))
-        XCTAssertEqual(rfc.decision(for: reload, stored: entry, now: at(150)), .revalidate(entry, RevalidationConditions(entry)!))
+        XCTAssertEqual(rfc.plan(for: reload, stored: entry, now: at(50)), .answerStored(entry, isStale: false))
+        XCTAssertEqual(rfc.plan(for: reload, stored: entry, now: at(150)), .send(.revalidate(entry, RevalidationConditions(entry)!)))
         let mutable = F.entry(["Cache-Control": "max-age=100", "ETag": "\"a\""], policy: rfc)!
-        XCTAssertEqual(rfc.decision(for: reload, stored: mutable, now: at(50)), .revalidate(mutable, RevalidationConditions(mutable)!))
+        XCTAssertEqual(rfc.plan(for: reload, stored: mutable, now: at(50)), .send(.revalidate(mutable, RevalidationConditions(mutable)!)))
     }
 
     /// §5.2.2.3: `must-understand` with a status the cache understands overrides `no-store`;

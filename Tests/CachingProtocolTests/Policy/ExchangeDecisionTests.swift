@@ -26,8 +26,7 @@ final class ExchangeDecisionTests: XCTestCase {
     private func plan(_ request: CacheRequest, stored: CacheEntry?, offline: Bool = false, keyWasStored: Bool? = nil,
                       policy: CachingPolicy = .heuristic(), at offset: TimeInterval = 0) -> String {
         let now = F.start.addingTimeInterval(offset)
-        let decision = policy.decision(for: request, stored: stored, now: now, offline: offline)
-        return describe(policy.plan(for: request, decision: decision, keyWasStored: keyWasStored ?? (stored != nil), offline: offline))
+        return describe(policy.plan(for: request, stored: stored, keyWasStored: keyWasStored ?? (stored != nil), now: now, offline: offline))
     }
 
     func testWhyARequestGoesToTheOrigin() {

@@ -13,7 +13,7 @@ import XCTest
 /// Protection then answers `EPERM`/`EACCES` for every protected file). The tests run as root,
 /// which ignores permission bits, so the reading process is a `CacheTestTool` that gives up root
 /// first. Store-level tests inject the same errors at the file-I/O seam
-/// (`Storage/StorageUnreadableFilesTests`).
+/// (`Storage/UnreadableFilesTests`).
 final class DataProtectionTests: XCTestCase {
     private var directory: URL!
     /// `nobody`: any user other than the files' owner will do.
@@ -85,7 +85,7 @@ final class DataProtectionTests: XCTestCase {
 final class DataProtectionTests: XCTestCase {
     func testACacheWhoseFilesCannotBeReadIsUnavailableNotCorruptAndIsServedAgainLater() throws {
         // The reader is a CacheTestTool process that gives up root; on the device, Data
-        // Protection itself is the reader's obstacle (StorageUnreadableFilesTests injects it).
+        // Protection itself is the reader's obstacle (UnreadableFilesTests injects it).
         throw XCTSkip("this test runs a CacheTestTool process, and this platform cannot start processes")
     }
 }

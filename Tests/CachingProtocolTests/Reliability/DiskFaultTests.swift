@@ -9,7 +9,7 @@ import XCTest
 /// The disk will not cooperate, seen through the protocol: a full disk, a read-only directory,
 /// the directory deleted while the app runs, corrupt entry files. The app always gets correct
 /// answers (from memory or from the origin), nothing crashes, and `statistics` says what is
-/// wrong. (StorageDiskDegradationTests and StorageDiskStoreTests cover the same conditions at
+/// wrong. (DiskDegradationTests and DiskStoreTests cover the same conditions at
 /// the DiskStore level.)
 final class DiskFaultTests: CachingTestCase {
     private let mounts = Mounts()

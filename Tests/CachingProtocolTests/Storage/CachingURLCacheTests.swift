@@ -170,7 +170,7 @@ final class CachingURLCacheTests: XCTestCase {
         cache.waitUntilSettled()
 
         XCTAssertEqual(cache.fileProtection, .complete)
-        XCTAssertEqual(cache.store.disk.state.withLock { $0.fileProtection }, .complete)
+        XCTAssertEqual(cache.store.fileProtection, .complete)
         #if canImport(Darwin)
         XCTAssertTrue(CachingFileProtection.isSupported)
         #else

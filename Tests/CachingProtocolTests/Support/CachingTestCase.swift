@@ -10,6 +10,11 @@ import XCTest
 /// a fresh cache directory, and a session with the protocol injected. Nothing sleeps: tests
 /// move the clock.
 class CachingTestCase: XCTestCase {
+    /// The `Cache-Status` field (RFC 9211) the layer put on `response`.
+    func cacheStatus(_ response: HTTPURLResponse) -> String? {
+        response.value(forHTTPHeaderField: "Cache-Status")
+    }
+
     var clock: ManualClock!
     var origin: LoopbackOrigin!
     var directory: URL!

@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class StorageDiskIndexTests: XCTestCase {
+final class DiskIndexTests: XCTestCase {
     private let base = Date(timeIntervalSinceReferenceDate: 700_000_000)
 
     private func digest(_ name: String) -> EntryDigest { EntryDigest(key: name) }

@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class StorageLRUListTests: XCTestCase {
+final class LRUListTests: XCTestCase {
     private func keys(_ list: LRUList<String, Int>) -> [String] {
         list.map(\.key)
     }

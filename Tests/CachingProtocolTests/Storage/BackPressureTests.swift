@@ -2,7 +2,7 @@ import XCTest
 @testable import CachingProtocol
 
 /// A burst of writes faster than the disk keeps staged memory bounded.
-final class StorageBackPressureTests: TemporaryDirectoryTestCase {
+final class BackPressureTests: TemporaryDirectoryTestCase {
     func testStagedWritesNeverExceedTheBoundWhenStoreReturns() {
         // Given a disk tier that may hold 256 KB of records waiting to be written
         let limit = 256 << 10

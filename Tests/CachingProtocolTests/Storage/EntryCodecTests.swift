@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class StorageEntryCodecTests: XCTestCase {
+final class EntryCodecTests: XCTestCase {
     private func decodes(_ data: Data, expectedKey: String? = nil) -> Bool {
         (try? EntryCodec.decode(data, expectedKey: expectedKey)) != nil
     }

@@ -4,8 +4,8 @@ import FoundationNetworking
 #endif
 @testable import CachingProtocol
 
-/// How a stored response is reused: the decision table, driven by an injected time.
-final class ReuseDecisionTests: XCTestCase {
+/// How a stored response is reused: the plan table, driven by an injected time.
+final class ReusePlanTests: XCTestCase {
     private typealias F = PolicyFixtures
     private let heuristic = CachingPolicy.heuristic()
 
@@ -13,89 +13,89 @@ final class ReuseDecisionTests: XCTestCase {
 
     func testFreshThenRevalidateWithTheRightValidator() {
         let etag = F.entry(["ETag": "\"v1\""])!
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: etag, now: at(86_399)), .useStored(etag, isStale: false))
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: etag, now: at(86_400)),
-                       .revalidate(etag, RevalidationConditions(etag)!))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: etag, now: at(86_399)), .answerStored(etag, isStale: false))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: etag, now: at(86_400)),
+                       .send(.revalidate(etag, RevalidationConditions(etag)!)))
         XCTAssertEqual(RevalidationConditions(etag), RevalidationConditions(etag))
         XCTAssertEqual(RevalidationConditions(etag)?.ifNoneMatch, "\"v1\"")
         XCTAssertNil(RevalidationConditions(etag)?.ifModifiedSince)
 
         let modified = F.entry(["Last-Modified": F.httpDate(-10)])!
         XCTAssertEqual(RevalidationConditions(modified)?.ifModifiedSince, F.httpDate(-10))
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: modified, now: at(86_400)),
-                       .revalidate(modified, RevalidationConditions(modified)!))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: modified, now: at(86_400)),
+                       .send(.revalidate(modified, RevalidationConditions(modified)!)))
     }
 
     func testExpiredWithoutValidatorIsRefetched() {
         let maxAge = F.entry(["Cache-Control": "max-age=60"])!
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: maxAge, now: at(59)), .useStored(maxAge, isStale: false))
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: maxAge, now: at(60)), .fetch(fallback: maxAge))
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: nil, now: at(0)), .fetch(fallback: nil))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: maxAge, now: at(59)), .answerStored(maxAge, isStale: false))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: maxAge, now: at(60)), .send(.fetch(fallback: maxAge, forward: .stale)))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: nil, now: at(0)), .send(.fetch(fallback: nil, forward: .uriMiss)))
     }
 
     func testNoCacheIsReusedForSixtySecondsThenRevalidated() {
         let noCache = F.entry(["Cache-Control": "no-cache", "ETag": "\"v1\""])!
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: noCache, now: at(59)), .useStored(noCache, isStale: false))
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: noCache, now: at(61)),
-                       .revalidate(noCache, RevalidationConditions(noCache)!))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: noCache, now: at(59)), .answerStored(noCache, isStale: false))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: noCache, now: at(61)),
+                       .send(.revalidate(noCache, RevalidationConditions(noCache)!)))
     }
 
     func testRequestDirectives() {
         let entry = F.entry(["Cache-Control": "max-age=600", "ETag": "\"v1\""])!
         let conditions = RevalidationConditions(entry)!
-        let cases: [(String, [String: String], TimeInterval, ReuseDecision)] = [
-            ("no-cache forces revalidation", ["Cache-Control": "no-cache"], 10, .revalidate(entry, conditions)),
-            ("Pragma: no-cache too", ["Pragma": "no-cache"], 10, .revalidate(entry, conditions)),
-            ("max-age=0", ["Cache-Control": "max-age=0"], 10, .revalidate(entry, conditions)),
-            ("max-age larger than the age", ["Cache-Control": "max-age=100"], 10, .useStored(entry, isStale: false)),
-            ("min-fresh beyond the time left", ["Cache-Control": "min-fresh=595"], 10, .revalidate(entry, conditions)),
-            ("max-stale covers the staleness", ["Cache-Control": "max-stale=100"], 650, .useStored(entry, isStale: true)),
-            ("max-stale too small", ["Cache-Control": "max-stale=10"], 650, .revalidate(entry, conditions)),
-            ("max-stale without value", ["Cache-Control": "max-stale"], 99_999, .useStored(entry, isStale: true)),
-            ("only-if-cached and fresh", ["Cache-Control": "only-if-cached"], 10, .useStored(entry, isStale: false)),
-            ("only-if-cached and stale", ["Cache-Control": "only-if-cached"], 700, .unavailable),
+        let cases: [(String, [String: String], TimeInterval, LoadPlan)] = [
+            ("no-cache forces revalidation", ["Cache-Control": "no-cache"], 10, .send(.revalidate(entry, conditions))),
+            ("Pragma: no-cache too", ["Pragma": "no-cache"], 10, .send(.revalidate(entry, conditions))),
+            ("max-age=0", ["Cache-Control": "max-age=0"], 10, .send(.revalidate(entry, conditions))),
+            ("max-age larger than the age", ["Cache-Control": "max-age=100"], 10, .answerStored(entry, isStale: false)),
+            ("min-fresh beyond the time left", ["Cache-Control": "min-fresh=595"], 10, .send(.revalidate(entry, conditions))),
+            ("max-stale covers the staleness", ["Cache-Control": "max-stale=100"], 650, .answerStored(entry, isStale: true)),
+            ("max-stale too small", ["Cache-Control": "max-stale=10"], 650, .send(.revalidate(entry, conditions))),
+            ("max-stale without value", ["Cache-Control": "max-stale"], 99_999, .answerStored(entry, isStale: true)),
+            ("only-if-cached and fresh", ["Cache-Control": "only-if-cached"], 10, .answerStored(entry, isStale: false)),
+            ("only-if-cached and stale", ["Cache-Control": "only-if-cached"], 700, .unavailable(gatewayTimeout: true)),
         ]
         for (name, headers, time, expected) in cases {
-            XCTAssertEqual(heuristic.decision(for: F.request(headers), stored: entry, now: at(time)), expected, name)
+            XCTAssertEqual(heuristic.plan(for: F.request(headers), stored: entry, now: at(time)), expected, name)
         }
-        XCTAssertEqual(heuristic.decision(for: F.request(["Cache-Control": "only-if-cached"]), stored: nil, now: at(0)), .unavailable)
+        XCTAssertEqual(heuristic.plan(for: F.request(["Cache-Control": "only-if-cached"]), stored: nil, now: at(0)), .unavailable(gatewayTimeout: true))
     }
 
     func testMustRevalidateIsNeverServedStale() {
         let entry = F.entry(["Cache-Control": "max-age=60, must-revalidate", "ETag": "\"v1\""])!
-        XCTAssertEqual(heuristic.decision(for: F.request(["Cache-Control": "max-stale"]), stored: entry, now: at(100)),
-                       .revalidate(entry, RevalidationConditions(entry)!))
+        XCTAssertEqual(heuristic.plan(for: F.request(["Cache-Control": "max-stale"]), stored: entry, now: at(100)),
+                       .send(.revalidate(entry, RevalidationConditions(entry)!)))
         XCTAssertFalse(heuristic.mayServeAfterError(entry, request: F.request(), now: at(100)))
     }
 
     func testStaleWhileRevalidate() {
         let entry = F.entry(["Cache-Control": "max-age=60, stale-while-revalidate=30", "ETag": "\"v1\""])!
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: entry, now: at(80)),
-                       .useStoredAndRevalidate(entry, RevalidationConditions(entry)!))
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: entry, now: at(91)),
-                       .revalidate(entry, RevalidationConditions(entry)!))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: entry, now: at(80)),
+                       .answerStaleAndRevalidate(entry, RevalidationConditions(entry)!))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: entry, now: at(91)),
+                       .send(.revalidate(entry, RevalidationConditions(entry)!)))
     }
 
     func testCachePolicyModes() {
         let entry = F.entry(["Cache-Control": "max-age=60", "ETag": "\"v1\""])!
-        let cases: [(URLRequest.CachePolicy, TimeInterval, CacheEntry?, ReuseDecision)] = [
-            (.reloadIgnoringLocalCacheData, 0, entry, .fetch(fallback: entry)),
-            (.reloadIgnoringLocalAndRemoteCacheData, 0, entry, .fetch(fallback: entry)),
-            (.reloadRevalidatingCacheData, 0, entry, .revalidate(entry, RevalidationConditions(entry)!)),
-            (.returnCacheDataElseLoad, 10_000, entry, .useStored(entry, isStale: true)),
-            (.returnCacheDataElseLoad, 0, nil, .fetch(fallback: nil)),
-            (.returnCacheDataDontLoad, 10_000, entry, .useStored(entry, isStale: true)),
-            (.returnCacheDataDontLoad, 0, nil, .unavailable),
+        let cases: [(URLRequest.CachePolicy, TimeInterval, CacheEntry?, LoadPlan)] = [
+            (.reloadIgnoringLocalCacheData, 0, entry, .send(.fetch(fallback: entry, forward: .request))),
+            (.reloadIgnoringLocalAndRemoteCacheData, 0, entry, .send(.fetch(fallback: entry, forward: .request))),
+            (.reloadRevalidatingCacheData, 0, entry, .send(.revalidate(entry, RevalidationConditions(entry)!))),
+            (.returnCacheDataElseLoad, 10_000, entry, .answerStored(entry, isStale: true)),
+            (.returnCacheDataElseLoad, 0, nil, .send(.fetch(fallback: nil, forward: .uriMiss))),
+            (.returnCacheDataDontLoad, 10_000, entry, .answerStored(entry, isStale: true)),
+            (.returnCacheDataDontLoad, 0, nil, .unavailable(gatewayTimeout: false)),
         ]
         for (mode, time, stored, expected) in cases {
-            XCTAssertEqual(heuristic.decision(for: F.request(cachePolicy: mode), stored: stored, now: at(time)), expected, "\(mode)")
+            XCTAssertEqual(heuristic.plan(for: F.request(cachePolicy: mode), stored: stored, now: at(time)), expected, "\(mode)")
         }
     }
 
     func testOfflineModeServesAnythingStored() {
         let entry = F.entry(["Cache-Control": "max-age=60"])!
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: entry, now: at(1_000_000), offline: true), .useStored(entry, isStale: true))
-        XCTAssertEqual(heuristic.decision(for: F.request(), stored: nil, now: at(0), offline: true), .unavailable)
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: entry, now: at(1_000_000), offline: true), .answerStored(entry, isStale: true))
+        XCTAssertEqual(heuristic.plan(for: F.request(), stored: nil, now: at(0), offline: true), .unavailable(gatewayTimeout: false))
     }
 
     func testStaleIfErrorWindows() {

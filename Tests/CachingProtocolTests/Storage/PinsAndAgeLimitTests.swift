@@ -1,13 +1,13 @@
 import XCTest
 @testable import CachingProtocol
 
-/// What pins and the age limit change in `DiskState`, driven without a disk, and the pins
+/// What pins and the age limit change in `DiskLedger`, driven without a disk, and the pins
 /// file's format.
-final class StoragePinsAndAgeTests: XCTestCase {
+final class PinsAndAgeLimitTests: XCTestCase {
     private let base = Date(timeIntervalSinceReferenceDate: 700_000_000)
 
     /// Stages `key` and writes it as the worker does, with a file of `size` bytes, used at `seconds`.
-    private func storeAndWrite(_ state: inout DiskState, _ key: String, size: Int = 100, at seconds: Double,
+    private func storeAndWrite(_ state: inout DiskLedger, _ key: String, size: Int = 100, at seconds: Double,
                                storedAt stored: Double? = nil) {
         let record = Fixtures.record(key: key, responseDate: base.addingTimeInterval(stored ?? seconds))
         _ = state.stage(record, cost: record.cost, at: base.addingTimeInterval(seconds))
@@ -18,7 +18,7 @@ final class StoragePinsAndAgeTests: XCTestCase {
 
     func testEvictionSkipsPinnedEntriesUntilTheyAloneDoNotFit() {
         // Given a (least recently used, pinned), b and c, 100 bytes each
-        var state = DiskState()
+        var state = DiskLedger()
         for (number, key) in ["a", "b", "c"].enumerated() { storeAndWrite(&state, key, at: Double(number)) }
         state.pins.install(["a"], from: nil)
         // When they must fit in 200 bytes
@@ -57,10 +57,10 @@ final class StoragePinsAndAgeTests: XCTestCase {
     }
 }
 
-extension StoragePinsAndAgeTests {
+extension PinsAndAgeLimitTests {
     func testExpiryRemovesRecordsStoredBeforeTheCutoffExceptPinnedOnes() {
         // Given a and b stored at 0, c at 100, with a pinned
-        var state = DiskState()
+        var state = DiskLedger()
         storeAndWrite(&state, "a", at: 0)
         storeAndWrite(&state, "b", at: 1, storedAt: 0)
         storeAndWrite(&state, "c", at: 2, storedAt: 100)
@@ -71,10 +71,10 @@ extension StoragePinsAndAgeTests {
         XCTAssertEqual(doomed, [EntryDigest(key: "b")])
         XCTAssertEqual(Set(state.index.entries.map(\.key)), [EntryDigest(key: "a"), EntryDigest(key: "c")])
         // And an incomplete index expires nothing
-        var loading = DiskState()
+        var loading = DiskLedger()
         loading.beginOpening()
         XCTAssertEqual(loading.expire(storedBefore: .distantFuture), [])
         // And the sweep interval is a tenth of the limit, between a minute and an hour
-        XCTAssertEqual([60, 3_600, 86_400 * 30].map(DiskWorker.expiryInterval(for:)), [60, 360, 3_600])
+        XCTAssertEqual([60, 3_600, 86_400 * 30].map(DiskLedger.expiryInterval(for:)), [60, 360, 3_600])
     }
 }

@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
+final class DiskStoreTests: TemporaryDirectoryTestCase {
     private var clock = SteppingClock()
 
     override func setUpWithError() throws {
@@ -65,7 +65,7 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
             records.forEach(store.store)
             store.flush()
             XCTAssertEqual(store.statistics.entryCount, 3)
-            XCTAssertEqual(store.status, .available)
+            XCTAssertEqual(store.diagnostics.status, .available)
         }
         // When a second instance opens the same directory
         let reopened = makeStore()
@@ -652,7 +652,7 @@ final class StorageDiskStoreTests: TemporaryDirectoryTestCase {
         store.flush()
         XCTAssertEqual(store.record(forKey: "after"), Fixtures.record(key: "after"))
         XCTAssertEqual(store.statistics.entryCount, 1)
-        XCTAssertEqual(store.status, .available)
+        XCTAssertEqual(store.diagnostics.status, .available)
         assertDirectoryMatchesStatistics(store)
         let reopened = makeStore()
         reopened.waitUntilOpen()

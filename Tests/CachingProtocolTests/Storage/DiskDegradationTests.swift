@@ -4,7 +4,7 @@ import XCTest
 /// The disk tier when the disk will not cooperate. Tests run as root, which ignores permission
 /// bits, so an unwritable directory is made with a regular file in its place or with tmpfs
 /// mounts (read-only, or 64 KB to fill up); the mount tests skip where mounting is not permitted.
-final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
+final class DiskDegradationTests: TemporaryDirectoryTestCase {
     private let clock = SteppingClock()
 
     private func makeStore(_ directory: URL, capacity: Int = 10 * 1024 * 1024) -> DiskStore {
@@ -27,8 +27,8 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
         store.flush()
         // Then it answers misses, drops the write, and says why
         XCTAssertNil(store.record(forKey: "a"))
-        guard case .unavailable(let error) = store.status else {
-            return XCTFail("expected unavailable, got \(store.status)")
+        guard case .unavailable(let error) = store.diagnostics.status else {
+            return XCTFail("expected unavailable, got \(store.diagnostics.status)")
         }
         XCTAssertEqual(error.code, .diskUnavailable)
         XCTAssertEqual(store.diagnostics.indexOrigin, .unavailable)
@@ -45,7 +45,7 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
         store.store(Fixtures.record(key: "a"))
         store.flush()
         XCTAssertNil(store.record(forKey: "a"))
-        XCTAssertNotEqual(store.status, .available)
+        XCTAssertNotEqual(store.diagnostics.status, .available)
     }
 
     func testReadOnlyFileSystemMakesTheStoreUnavailable() throws {
@@ -57,8 +57,8 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
         store.store(Fixtures.record(key: "a"))
         store.flush()
         // Then the store reports the condition and answers misses
-        guard case .unavailable(let error) = store.status else {
-            return XCTFail("expected unavailable, got \(store.status)")
+        guard case .unavailable(let error) = store.diagnostics.status else {
+            return XCTFail("expected unavailable, got \(store.diagnostics.status)")
         }
         XCTAssertEqual(error.code, .diskUnavailable)
         XCTAssertTrue(error.detail.contains("Read-only"), error.detail)
@@ -78,8 +78,8 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
         store.store(Fixtures.record(key: "new"))
         store.flush()
         // Then the write is dropped and reported, and the stored record is still served
-        guard case .unavailable(let error) = store.status else {
-            return XCTFail("expected unavailable, got \(store.status)")
+        guard case .unavailable(let error) = store.diagnostics.status else {
+            return XCTFail("expected unavailable, got \(store.diagnostics.status)")
         }
         XCTAssertEqual(error.code, .diskUnavailable)
         XCTAssertTrue(error.detail.contains("Read-only"), error.detail)
@@ -91,7 +91,7 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
         XCTAssertTrue(mounts.remountWritable(directory.path))
         store.store(Fixtures.record(key: "later"))
         store.flush()
-        XCTAssertEqual(store.status, .available)
+        XCTAssertEqual(store.diagnostics.status, .available)
         XCTAssertNotNil(store.record(forKey: "later"))
         XCTAssertEqual(store.record(forKey: "kept"), kept)
     }
@@ -128,7 +128,7 @@ final class StorageDiskDegradationTests: TemporaryDirectoryTestCase {
         store.store(Fixtures.record(key: "after", bodySize: 1000))
         store.flush()
         XCTAssertNotNil(store.record(forKey: "after"))
-        XCTAssertEqual(store.status, .available)
+        XCTAssertEqual(store.diagnostics.status, .available)
         // And what is on disk still opens cleanly
         let reopened = makeStore(directory)
         reopened.flush()

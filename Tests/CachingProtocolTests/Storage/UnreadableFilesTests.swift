@@ -37,7 +37,7 @@ final class ReadFaults: Sendable {
 /// nothing is deleted or rebuilt, the lookup is a miss counted as unavailable, and the same
 /// entries are served once the files can be read. Faults are injected per kind of read: entry
 /// files, their headers (a directory scan), the directory listing, the index.
-final class StorageUnreadableFilesTests: TemporaryDirectoryTestCase {
+final class UnreadableFilesTests: TemporaryDirectoryTestCase {
     private let clock = ManualClock()
 
     private func makeStore(faults: ReadFaults? = nil, retryInterval: TimeInterval = 0) -> DiskStore {

@@ -1,10 +1,10 @@
 import XCTest
 @testable import CachingProtocol
 
-/// `DiskState`, the one owner of the disk tier's index, staged writes, access times and
+/// `DiskLedger`, the one owner of the disk tier's index, staged writes, access times and
 /// tombstones, driven without a disk: each test is a sequence of the operations the store and
 /// its worker call, and what the value then says.
-final class StorageDiskStateTests: XCTestCase {
+final class DiskLedgerTests: XCTestCase {
     private let base = Date(timeIntervalSinceReferenceDate: 700_000_000)
 
     private func at(_ seconds: Double) -> () -> Date {
@@ -17,7 +17,7 @@ final class StorageDiskStateTests: XCTestCase {
 
     /// Stages `key` and writes it the way the worker does (begin, then mark written).
     @discardableResult
-    private func storeAndWrite(_ state: inout DiskState, _ key: String, size: Int = 100, at seconds: Double = 0,
+    private func storeAndWrite(_ state: inout DiskLedger, _ key: String, size: Int = 100, at seconds: Double = 0,
                                responseDate: Date? = nil) -> DiskIndex.Entry? {
         let record = Fixtures.record(key: key, responseDate: responseDate ?? base)
         _ = state.stage(record, cost: record.cost, at: at(seconds)())
@@ -26,8 +26,8 @@ final class StorageDiskStateTests: XCTestCase {
                                  latestResponseDate: job.record.latestResponseDate)
     }
 
-    private func plan(_ state: inout DiskState, _ key: String, counting: Bool = true, limit: Int? = nil,
-                      at seconds: Double = 0) -> DiskState.ReadPlan {
+    private func plan(_ state: inout DiskLedger, _ key: String, counting: Bool = true, limit: Int? = nil,
+                      at seconds: Double = 0) -> DiskLedger.ReadPlan {
         state.planRead(key, counting: counting, sizeLimit: limit, now: at(seconds)).0
     }
 
@@ -35,7 +35,7 @@ final class StorageDiskStateTests: XCTestCase {
 
     func testAStagedRecordIsAnsweredAndWrittenOnce() {
         // Given a record staged twice before the worker starts
-        var state = DiskState()
+        var state = DiskLedger()
         let first = Fixtures.record(key: "a", version: 1)
         let second = Fixtures.record(key: "a", version: 2)
         XCTAssertTrue(state.stage(first, cost: first.cost, at: base), "the first stage queues a write")
@@ -51,7 +51,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testMarkWrittenIndexesTheFileAndKeepsANewerStagedRecord() {
-        var state = DiskState()
+        var state = DiskLedger()
         let older = Fixtures.record(key: "a", version: 1)
         _ = state.stage(older, cost: older.cost, at: base)
         let job = state.beginWrite(digest("a"))!
@@ -67,7 +67,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testAWriteFinishingAfterARemovalDoesNotBringTheRecordBack() {
-        var state = DiskState()
+        var state = DiskLedger()
         let record = Fixtures.record(key: "a")
         _ = state.stage(record, cost: record.cost, at: base)
         let job = state.beginWrite(digest("a"))!
@@ -81,7 +81,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testADroppedWriteForgetsTheOldFileButNotANewerStage() {
-        var state = DiskState()
+        var state = DiskLedger()
         storeAndWrite(&state, "a")
         let record = Fixtures.record(key: "a", version: 2)
         _ = state.stage(record, cost: record.cost, at: base)
@@ -98,7 +98,7 @@ final class StorageDiskStateTests: XCTestCase {
     // MARK: - Lookups and access times
 
     func testCountedLookupsTouchTheIndexAndScheduleOneAccessTimeWrite() {
-        var state = DiskState()
+        var state = DiskLedger()
         let entry = storeAndWrite(&state, "a")!
         storeAndWrite(&state, "b")
         XCTAssertEqual(state.takeAccessTimes(), [], "a write carries its own access time")
@@ -119,7 +119,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testALargeFileIsDeferredAndAnUnknownKeyIsAMiss() {
-        var state = DiskState()
+        var state = DiskLedger()
         storeAndWrite(&state, "big", size: 100_000)
         XCTAssertEqual(plan(&state, "big", limit: 65_536), .deferred)
         XCTAssertEqual(plan(&state, "unknown", limit: 65_536), .miss)
@@ -127,7 +127,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testAMissingOrCorruptFileIsForgottenOnlyForItsOwnGeneration() {
-        var state = DiskState()
+        var state = DiskLedger()
         let old = storeAndWrite(&state, "a")!
         let new = storeAndWrite(&state, "a")!
         XCTAssertNotEqual(old.generation, new.generation)
@@ -145,7 +145,7 @@ final class StorageDiskStateTests: XCTestCase {
     // MARK: - Removing and evicting
 
     func testForgettingAnUnknownKeyCostsNoDiskWorkUnlessAScanMayFindAFile() {
-        var state = DiskState()
+        var state = DiskLedger()
         XCTAssertEqual(state.forget([digest("never")]), [])
         // While a scan is pending, the file may exist: its deletion is queued and remembered
         state.scanQueued()
@@ -156,7 +156,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testForgetStoredSinceTakesIndexedAndStagedRecords() {
-        var state = DiskState()
+        var state = DiskLedger()
         storeAndWrite(&state, "old", responseDate: base)
         storeAndWrite(&state, "new", responseDate: base.addingTimeInterval(100))
         let staged = Fixtures.record(key: "staged", responseDate: base.addingTimeInterval(200))
@@ -168,7 +168,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testEvictionTakesLeastRecentlyUsedFirstAndDropsTheirAccessTimes() {
-        var state = DiskState()
+        var state = DiskLedger()
         storeAndWrite(&state, "a", size: 100, at: 1)
         storeAndWrite(&state, "b", size: 100, at: 2)
         storeAndWrite(&state, "c", size: 100, at: 3)
@@ -183,7 +183,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testAVanishedDirectoryEmptiesTheIndex() {
-        var state = DiskState()
+        var state = DiskLedger()
         storeAndWrite(&state, "a")
         _ = plan(&state, "a", at: 9)
         state.vanish()
@@ -195,7 +195,7 @@ final class StorageDiskStateTests: XCTestCase {
     // MARK: - Opening and scanning
 
     func testLookupsReadFilesDirectlyUntilTheIndexIsIn() {
-        var state = DiskState()
+        var state = DiskLedger()
         state.beginOpening()
         XCTAssertEqual(plan(&state, "a"), .unindexed)
         XCTAssertEqual(plan(&state, "a", limit: 1000), .deferred, "its size is unknown")
@@ -213,7 +213,7 @@ final class StorageDiskStateTests: XCTestCase {
                                                     lastAccess: base))
         }
         // When, before it is loaded, "a" is removed and everything from minute 2 on
-        var state = DiskState()
+        var state = DiskLedger()
         state.beginOpening()
         _ = state.forget([digest("a")])
         _ = state.forget(storedSince: base.addingTimeInterval(120))
@@ -227,7 +227,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testAScanDropsVanishedEntriesAndAdoptsUnlistedFilesUnlessRemoved() {
-        var state = DiskState()
+        var state = DiskLedger()
         storeAndWrite(&state, "kept", at: 50)
         storeAndWrite(&state, "gone", at: 60)
         state.scanQueued()
@@ -251,7 +251,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testRemovingEverythingDuringAScanDeletesWhateverItFinds() {
-        var state = DiskState()
+        var state = DiskLedger()
         storeAndWrite(&state, "a")
         state.scanQueued()
         state.forgetAll()
@@ -266,7 +266,7 @@ final class StorageDiskStateTests: XCTestCase {
     // MARK: - Files that cannot be read
 
     func testAnUnreadableIndexIsTriedAgainOnceAtATimeAndNeverPersistedMeanwhile() {
-        var state = DiskState()
+        var state = DiskLedger()
         state.beginOpening()
         state.indexUnreadable()
         // Then lookups read files directly, the index is not written, removals leave tombstones
@@ -286,7 +286,7 @@ final class StorageDiskStateTests: XCTestCase {
 
     func testAnIndexLoadedLateKeepsWhatWasWrittenMeanwhileAsTheMostRecent() {
         // Given an index that could not be read, while "new" was written and "old2" removed
-        var state = DiskState()
+        var state = DiskLedger()
         state.beginOpening()
         state.indexUnreadable()
         storeAndWrite(&state, "new", at: 500)
@@ -309,7 +309,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testFilesAScanCouldNotReadAreReadDirectlyAndScannedAgain() {
-        var state = DiskState()
+        var state = DiskLedger()
         state.scanQueued()
         let (unlisted, _) = state.compare(listed: [digest("locked"), digest("removed")])
         XCTAssertEqual(Set(unlisted), [digest("locked"), digest("removed")])
@@ -333,7 +333,7 @@ final class StorageDiskStateTests: XCTestCase {
     }
 
     func testAnUnlistableDirectoryKeepsARebuildPending() {
-        var state = DiskState()
+        var state = DiskLedger()
         state.beginOpening()
         state.indexMissing()
         state.scanUnavailable()

@@ -1,0 +1,38 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LoopbackOrigin
+import XCTest
+@testable import CachingProtocol
+
+/// What an app can observe: events, counters and the bandwidth estimate.
+final class ObservabilityTests: CachingTestCase {
+    private let day: TimeInterval = 86_400
+
+    func testEventsCountersAndBandwidth() async throws {
+        let big = Data.pattern(256_000)
+        origin.serve("/observed", OriginResource(body: big, etag: "\"o\"", lastModified: .none))
+        _ = try await get("/observed")
+        _ = try await get("/observed")
+        clock.advance(by: day + 1)
+        _ = try await get("/observed")
+
+        let recorded = events
+        XCTAssertEqual(recorded.map(\.outcome), [.fetched, .hit, .revalidatedNotModified])
+        XCTAssertEqual(recorded.map(\.key), Array(repeating: "GET \(origin.url("/observed").absoluteString)", count: 3))
+        XCTAssertEqual(recorded.map(\.upstreamMethods), [["GET"], [], ["HEAD"]])
+        XCTAssertEqual(recorded.map(\.originStatus), [200, nil, 304])
+        XCTAssertEqual(recorded.map(\.upstreamBytes), [big.count, 0, 0])
+        XCTAssertEqual(recorded.map(\.deliveredBytes), [big.count, big.count, big.count])
+        XCTAssertTrue(recorded.allSatisfy { $0.duration >= 0 && $0.duration < 10 })
+
+        let statistics = configuration.statistics
+        XCTAssertEqual(statistics.fetched, 1)
+        XCTAssertEqual(statistics.hits, 1)
+        XCTAssertEqual(statistics.revalidatedNotModified, 1)
+        XCTAssertEqual(statistics.upstreamBytes, big.count)
+        XCTAssertEqual(statistics.deliveredBytes, 3 * big.count)
+        XCTAssertGreaterThan(try XCTUnwrap(statistics.estimatedBandwidth), 0)
+    }
+}
