@@ -54,11 +54,14 @@ struct SessionSettings: Sendable, Hashable {
     /// for a session whose delegate judges trust, finding only answers fetched for sessions with
     /// the same judge (`CacheRequest.judged(by:)`).
     func partitioned(_ request: CacheRequest) -> CacheRequest {
+        let judge = fingerprint.delegate.trustJudge
+        // The common case on Linux (no fields added when sent, no trust judge): nothing to copy.
+        guard !Self.fieldsAddedWhenSent.isEmpty || judge != nil else { return request }
         var request = request
         if !Self.fieldsAddedWhenSent.isEmpty, request.fieldsAddedWhenSent.isEmpty {
             request = request.sent(with: Self.fieldsAddedWhenSent)
         }
-        guard let judge = fingerprint.delegate.trustJudge else { return request }
+        guard let judge else { return request }
         return request.judged(by: judge)
     }
 
