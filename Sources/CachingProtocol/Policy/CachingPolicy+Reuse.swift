@@ -12,7 +12,7 @@ extension CachingPolicy {
                       offline: Bool = false) -> LoadPlan {
         let plan = reuse(for: request, stored: stored, keyWasStored: keyWasStored ?? (stored != nil), now: now, offline: offline)
         if let range = request.byteRange, !plan.isUnavailable {
-            return rangePlan( range, of: request, reusing: plan, keyWasStored: keyWasStored ?? (stored != nil))
+            return rangePlan(range, of: request, reusing: plan, keyWasStored: keyWasStored ?? (stored != nil))
         }
         return plan
     }
@@ -77,13 +77,16 @@ extension CachingPolicy {
     }
 
     /// A plain GET for `request`, with why it goes to the origin (`Cache-Status`'s `fwd`):
-    /// `fallback` is the matching variant an error may fall back to.
-    private func fetch(_ request: CacheRequest, fallback: CacheEntry?, keyWasStored: Bool) -> LoadPlan {
+    /// `fallback` is the matching variant an error may fall back to; `partStored`, for a range
+    /// request, that a stored part matched but does not hold the range.
+    private func fetch(_ request: CacheRequest, fallback: CacheEntry?, keyWasStored: Bool, partStored: Bool = false) -> LoadPlan {
         let forward: CacheStatus.Forward
         if [.reload, .reloadFromOrigin].contains(request.mode) || request.directives.noCache {
             forward = .request
         } else if fallback != nil {
             forward = .stale   // the matching variant is stale and has no validator to revalidate with
+        } else if partStored {
+            forward = .partial
         } else {
             forward = keyWasStored ? .varyMiss : .uriMiss
         }
@@ -120,17 +123,8 @@ extension CachingPolicy {
             stored = nil
         }
         let holdsRange = stored.flatMap { Self.servesRange(range, from: $0) } != nil
-        let forward: CacheStatus.Forward
-        if [.reload, .reloadFromOrigin].contains(request.mode) || request.directives.noCache {
-            forward = .request
-        } else if holdsRange {
-            forward = .stale   // stale, without a validator to revalidate with
-        } else if stored?.statusCode == 206 {
-            forward = .partial
-        } else {
-            forward = keyWasStored ? .varyMiss : .uriMiss
-        }
-        return .send(.fetch(fallback: holdsRange ? stored : nil, forward: forward))
+        return fetch(request, fallback: holdsRange ? stored : nil, keyWasStored: keyWasStored,
+                     partStored: stored?.statusCode == 206)
     }
 
     /// Whether `entry` may be served, stale, because the origin failed at `now`: it answered
