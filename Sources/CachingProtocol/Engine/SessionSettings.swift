@@ -276,11 +276,16 @@ struct SessionSettings: Sendable, Hashable {
         URLSessionConfiguration.default.protocolClasses ?? []
     }
 
+    /// Where the first of Foundation's own classes is in `classes`: where Foundation's HTTP
+    /// loading sits among an app's protocol classes. Nil when none of them is there.
+    static func firstFoundationProtocolIndex(in classes: [AnyClass]) -> Int? {
+        let foundation = Set(foundationProtocolClasses.map(ObjectIdentifier.init))
+        return classes.firstIndex { foundation.contains(ObjectIdentifier($0)) }
+    }
+
     /// `classes`, followed by Foundation's own classes when none of them is among them.
     static func endingWithFoundationProtocols(_ classes: [AnyClass]) -> [AnyClass] {
-        let foundation = foundationProtocolClasses
-        let foundationIDs = Set(foundation.map(ObjectIdentifier.init))
-        return classes.contains { foundationIDs.contains(ObjectIdentifier($0)) } ? classes : classes + foundation
+        firstFoundationProtocolIndex(in: classes) == nil ? classes + foundationProtocolClasses : classes
     }
 
     /// The classes `URLSession.shared` consults. On Linux its configuration lists them (the

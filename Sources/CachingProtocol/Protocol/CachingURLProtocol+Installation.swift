@@ -149,8 +149,7 @@ extension CachingURLProtocol {
         recorded.protocolClasses = appClasses
         let settings = SessionSettings(recorded, delegate: traits)
         let protocolClass: AnyClass = SessionClasses.protocolClass(for: settings, engine: engine)
-        let foundation = Set(SessionSettings.foundationProtocolClasses.map(ObjectIdentifier.init))
-        let place = appClasses.firstIndex { foundation.contains(ObjectIdentifier($0)) } ?? appClasses.endIndex
+        let place = SessionSettings.firstFoundationProtocolIndex(in: appClasses) ?? appClasses.endIndex
         var placed = appClasses
         placed.insert(protocolClass, at: place)
         sessionConfiguration.protocolClasses = placed
