@@ -3,8 +3,9 @@
 // (`registered-protocols`), the peak memory of one large body and the resources left after many
 // sessions (`peak-memory`, `token-refresh`), several processes sharing one cache directory (`hammer`,
 // `read-all`), a process killed in the middle of writes (`write-loop`), a process that may not
-// read the cache's files (`fill`, then `read-all-as`), and one that pins in a directory another
-// process uses (`pin`, `pinned`). Not a user-facing tool.
+// read the cache's files (`fill`, then `read-all-as`), one that pins in a directory another
+// process uses (`pin`, `pinned`), and the stress run (`stress`: many sessions on a flaky origin,
+// StressWorkload). Not a user-facing tool.
 import CachingProtocol
 import Foundation
 #if canImport(FoundationNetworking)
@@ -413,6 +414,20 @@ case "peak-memory":
         fail("usage: peak-memory with|without URL DIR")
     }
     peakMemory(withLayer: arguments[1] == "with", url: url, directory: arguments[3])
+case "stress":
+    // stress with|without SEED SECONDS DIR: the stress run (StressWorkload); exits 1 on a wrong
+    // answer or a hung load, 3 when the run does not end.
+    guard arguments.count == 5, ["with", "without"].contains(arguments[1]), let seed = UInt64(arguments[2]),
+          let seconds = TimeInterval(arguments[3]) else {
+        fail("usage: stress with|without SEED SECONDS DIR")
+    }
+    do {
+        let workload = try StressWorkload(StressWorkload.Settings(
+            seed: seed, seconds: seconds, withLayer: arguments[1] == "with", directory: URL(fileURLWithPath: arguments[4])))
+        exit(workload.run() ? 0 : 1)
+    } catch {
+        fail("\(error)")
+    }
 case "token-refresh":
     guard arguments.count == 5, ["with", "without"].contains(arguments[1]), let url = URL(string: arguments[2]),
           let count = Int(arguments[4]), count >= 100 else {
