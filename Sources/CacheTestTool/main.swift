@@ -1,11 +1,12 @@
 // A helper process for tests that need a process of their own: registration against
 // URLSession.shared (which exists once per process), with protocols the app registers too
 // (`registered-protocols`), the peak memory of one large body and the resources left after many
-// sessions (`peak-memory`, `token-refresh`), several processes sharing one cache directory (`hammer`,
-// `read-all`), a process killed in the middle of writes (`write-loop`), a process that may not
-// read the cache's files (`fill`, then `read-all-as`), one that pins in a directory another
-// process uses (`pin`, `pinned`), and the stress run (`stress`: many sessions on a flaky origin,
-// StressWorkload). Not a user-facing tool.
+// sessions (`peak-memory`, `token-refresh`), several processes sharing one cache directory
+// (`hammer`, `read-all`), a process killed in the middle of writes (`write-loop`, and
+// `write-past-limit` at a known point), a process that may not read the cache's files (`fill`,
+// then `read-all-as`), one that pins in a directory another process uses (`pin`, `pinned`), and
+// the stress run (`stress`: many sessions on a flaky origin, StressWorkload). Not a user-facing
+// tool.
 import CachingProtocol
 import Foundation
 #if canImport(FoundationNetworking)
@@ -307,6 +308,45 @@ func writeLoop(directory: String, keys: Int, writer: String) -> Never {
     }
 }
 
+/// The bodies of `write-past-limit`: a first entry that fits under its file-size limit, and a
+/// second for the same URL that does not.
+func limitBody(_ version: Int) -> Data {
+    Data((0..<(version == 0 ? 1_000 : 200_000)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ version) })
+}
+
+/// write-past-limit DIR: stores `limitBody(0)` for key 0 and waits until it is on disk, then
+/// limits the size of any file it writes to 64 KiB (`RLIMIT_FSIZE`, with `SIGXFSZ` at its
+/// default action) and stores `limitBody(1)` for the same key: the entry write that replaces the
+/// first dies at 64 KiB, a crash at a known point of a write. Prints `stored first`, and
+/// `survived` only if the process was not killed.
+func writePastLimit(directory: String) -> Never {
+    let cache = openCache(directory, memory: 0, disk: 256 << 20)
+    let url = itemURL(0)
+    func store(_ version: Int) {
+        let body = limitBody(version)
+        let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                                       headerFields: ["Cache-Control": "max-age=86400", "Content-Length": "\(body.count)"])!
+        cache.storeCachedResponse(CachedURLResponse(response: response, data: body), for: URLRequest(url: url))
+    }
+    store(0)
+    cache.waitUntilSettled()
+    say("stored first")
+    var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+    var limit = rlimit(rlim_cur: 64 << 10, rlim_max: 64 << 10)
+    #if canImport(Glibc)
+    guard setrlimit(Int32(RLIMIT_CORE.rawValue), &noCore) == 0, setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit) == 0 else {
+        fail("setrlimit: errno \(errno)")
+    }
+    #else
+    guard setrlimit(RLIMIT_CORE, &noCore) == 0, setrlimit(RLIMIT_FSIZE, &limit) == 0 else { fail("setrlimit: errno \(errno)") }
+    #endif
+    signal(SIGXFSZ, SIG_DFL)
+    store(1)
+    cache.waitUntilSettled()
+    say("survived")
+    exit(0)
+}
+
 /// read-all DIR KEYS: opens the directory as a restarted app would and reads every key.
 /// Prints `missing key=N` for each miss, `bad key=N …` for each wrong entry, and a summary;
 /// exits 1 if any entry was wrong.
@@ -437,6 +477,9 @@ case "token-refresh":
 case "write-loop":
     guard arguments.count == 4, let keys = Int(arguments[2]), keys > 0 else { fail("usage: write-loop DIR KEYS WRITER") }
     writeLoop(directory: arguments[1], keys: keys, writer: arguments[3])
+case "write-past-limit":
+    guard arguments.count == 2 else { fail("usage: write-past-limit DIR") }
+    writePastLimit(directory: arguments[1])
 case "read-all":
     guard arguments.count == 3, let keys = Int(arguments[2]), keys > 0 else { fail("usage: read-all DIR KEYS") }
     readAll(directory: arguments[1], keys: keys)
