@@ -175,6 +175,8 @@ final class StressWorkload: Sendable {
         workers.wait()
         for client in clients { client.session?.finishTasksAndInvalidate() }
         caching?.cache.waitUntilSettled()
+        // The origin closes its side of every connection: what stays open then is the clients'.
+        origin.origin.stop()
         let (start, peak, end) = descriptors.finish()
         return report(descriptors: (start, peak, end))
     }

@@ -1,9 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import XCTest
 @testable import CachingProtocol
 
@@ -19,8 +14,10 @@ import XCTest
 /// and user, is cut, comes with another response's `ETag`, or a reload answered from before it
 /// started) and no load that never ends, in either run; no crash; no error kind with the layer
 /// that the run without it did not have (offline mode's error aside: the app asked for it); and
-/// descriptors after the run with the layer within 16 of those without it. Each run is
-/// time-boxed: a run that does not end in time fails the test.
+/// descriptors open at the peak and after the run (sessions invalidated, the origin stopped)
+/// within 32 of the run without the layer: a descriptor lost per load or per exchange would
+/// be hundreds, while what the runs hold in connection pools differs by a few from run to run.
+/// Each run is time-boxed: a run that does not end in time fails the test.
 ///
 /// `CACHINGPROTOCOL_STRESS_SEED` replays a seed (printed by every run and in every failure), and
 /// `CACHINGPROTOCOL_STRESS_SECONDS` sets how long each run loads (10 by default).
@@ -88,50 +85,26 @@ final class StressTests: XCTestCase {
         XCTAssertEqual(added, [:], "error kinds with the layer that the run without it did not have "
                        + "(without: \(without.errorKinds)): \(replay)")
 
-        if let end = with.field("fds", "end"), let baseline = without.field("fds", "end") {
-            XCTAssertLessThanOrEqual(end, baseline + 16, "descriptors open after the run, with the layer and without: \(replay)")
-        } else if with.processProblem == nil && without.processProblem == nil {
-            XCTFail("a report without its descriptor counts: \(replay)")
+        if with.processProblem == nil && without.processProblem == nil {
+            for moment in ["peak", "end"] {
+                let counts = (with.field("fds", moment), without.field("fds", moment))
+                XCTAssertLessThanOrEqual(counts.0 ?? .max, (counts.1 ?? 0) + 32, "descriptors open (\(moment)), with the layer and without: \(replay)")
+            }
         }
         if with.processProblem == nil {
             XCTAssertGreaterThan(with.field("layer", "hits") ?? 0, 0, "the layer answered from the cache: \(replay)")
         }
     }
 
-    /// Runs `CacheTestTool stress` for `seconds` of loads and waits for it, for its own watchdog
-    /// (which ends it 30 s after the loads) and 30 s more at most; then kills it.
+    /// Runs `CacheTestTool stress` for `seconds` of loads and waits for it: for its own watchdog
+    /// (which ends it 30 s after the loads) and 30 s more at most; then it is killed.
     private func run(withLayer: Bool, seed: UInt64, seconds: Int) throws -> Run {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("StressTests-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let process = Process()
-        process.executableURL = try CacheTestToolRunner.executable()
-        process.arguments = ["stress", withLayer ? "with" : "without", "\(seed)", "\(seconds)", directory.appendingPathComponent("cache").path]
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        let exited = XCTestExpectation(description: "the stress run ended")
-        process.terminationHandler = { _ in exited.fulfill() }
-        let readers = DispatchGroup()
-        let read = Locked((output: Data(), errors: Data()))
-        for (pipe, isOutput) in [(output, true), (errors, false)] {
-            readers.enter()
-            DispatchQueue.global().async {
-                let data = pipe.fileHandleForReading.readDataToEndOfFile()
-                read.withLock { if isOutput { $0.output = data } else { $0.errors = data } }
-                readers.leave()
-            }
-        }
-        try process.run()
-        let ended = XCTWaiter().wait(for: [exited], timeout: TimeInterval(seconds + 60)) == .completed
-        if !ended {
-            kill(process.processIdentifier, SIGKILL)
-            _ = XCTWaiter().wait(for: [exited], timeout: 10)
-        }
-        _ = readers.wait(timeout: .now() + 10)
-        let (out, err) = read.withLock { ($0.output, $0.errors) }
-        return Run(output: String(decoding: out, as: UTF8.self), errors: String(decoding: err, as: UTF8.self),
-                   exitStatus: process.isRunning ? -1 : process.terminationStatus,
-                   crashed: !process.isRunning && process.terminationReason == .uncaughtSignal, ended: ended)
+        let arguments = ["stress", withLayer ? "with" : "without", "\(seed)", "\(seconds)", directory.appendingPathComponent("cache").path]
+        let outcome = try ChildProcess.run(try CacheTestToolRunner.executable(), arguments, timeout: TimeInterval(seconds + 60))
+        return Run(output: outcome.output, errors: outcome.errors, exitStatus: outcome.status, crashed: outcome.signalled,
+                   ended: !outcome.timedOut)
     }
 
     private static func summary(_ run: Run) -> String {
