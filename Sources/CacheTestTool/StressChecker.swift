@@ -9,7 +9,9 @@ import FoundationNetworking
 /// and for the load's user — whole, not cut, not another user's or another URL's — with the
 /// `ETag` that came with that body; a 206 is right when its body is exactly the bytes its
 /// `Content-Range` names of a body the origin sent; and a load that asked to ignore stored data
-/// (`reloadIgnoringLocalCacheData`) must get a body the origin sent while it ran. An error is
+/// (`reloadIgnoringLocalCacheData`) must get a body the origin sent while it ran. The one answer
+/// the origin did not send that is right is the cache's documented `504` for a stored
+/// `must-revalidate` or `no-cache` response it could not validate. An error is
 /// right or wrong only by comparison with the run without the layer: ``errorKind(_:cancelledByApp:offline:)``
 /// names it for that comparison.
 struct StressChecker {
@@ -23,13 +25,28 @@ struct StressChecker {
         var etag: String?
         var contentRange: String?
         var body: Data
+        /// The `Cache-Status` field, naming the layer when it answered.
+        var cacheStatus: String?
         /// The origin's sequence numbers before the load started and after it ended, for loads
-        /// that must get a fresh answer; nil for the others.
+        /// that must get a fresh answer (`reloadIgnoringLocalCacheData`); nil for the others.
         var window: ClosedRange<Int>?
     }
 
-    /// Nil when `answer` is one the origin gave; otherwise what is wrong with it.
+    /// Whether `answer` is the cache's own `504`, which the product's policy gives when it cannot
+    /// validate a stored response that may not be served unvalidated (`must-revalidate`,
+    /// `no-cache`; RFC 9111 §5.2.2.2, `Docs/policies.md`) and the load did not ask for a reload:
+    /// where the run without the layer has the origin's error.
+    func isTheCachesGatewayTimeout(_ answer: Answer) -> Bool {
+        guard answer.status == 504, answer.body.isEmpty, answer.window == nil,
+              answer.cacheStatus?.hasPrefix("CachingProtocol") == true,
+              let resource = (origin.resources + origin.slowResources).first(where: { $0.path == answer.path }) else { return false }
+        return resource.profile == .mustRevalidate || resource.profile == .noCacheAndETag
+    }
+
+    /// Nil when `answer` is one the origin gave (or the cache's `504`, see
+    /// `isTheCachesGatewayTimeout`); otherwise what is wrong with it.
     func problem(with answer: Answer) -> String? {
+        if isTheCachesGatewayTimeout(answer) { return nil }
         let served = origin.served(answer.path, user: answer.user)
         let described = "\(answer.status), \(answer.body.count) bytes (\(Self.firstLine(answer.body)))"
         if answer.status == 206 {

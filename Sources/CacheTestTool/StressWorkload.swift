@@ -262,8 +262,13 @@ final class StressWorkload: Sendable {
             let answer = StressChecker.Answer(
                 path: response.url?.path ?? "?", user: client.user ?? plan.user, status: response.statusCode,
                 etag: response.value(forHTTPHeaderField: "ETag"), contentRange: response.value(forHTTPHeaderField: "Content-Range"),
-                body: outcome.body, window: plan.reload ? firstSequence...lastSequence : nil)
-            verdict = checker.problem(with: answer).map { .wrong("\(client.name): \(plan): \($0)") } ?? .right
+                body: outcome.body, cacheStatus: response.value(forHTTPHeaderField: "Cache-Status"),
+                window: plan.reload ? firstSequence...lastSequence : nil)
+            if checker.isTheCachesGatewayTimeout(answer) {
+                verdict = .error("the cache's 504 for a response it could not validate")
+            } else {
+                verdict = checker.problem(with: answer).map { .wrong("\(client.name): \(plan): \($0)") } ?? .right
+            }
         } else {
             verdict = .wrong("\(client.name): \(plan): neither a response nor an error")
         }
