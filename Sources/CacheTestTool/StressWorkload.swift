@@ -501,14 +501,14 @@ final class DescriptorSampler: Sendable {
     }
 
     /// Stops sampling; the count at the start, the peak, and the count once the sessions let go
-    /// of their connections (waited for up to 5 s, until it is back within 4 of the start).
+    /// of their connections (waited for up to 2 s, until it is back within 4 of the start).
     func finish() -> (start: Int, peak: Int, end: Int) {
         let (start, peak) = samples.withLock { state -> (Int, Int) in
             state.stopped = true
             return (state.start, state.peak)
         }
         var end = openDescriptors()
-        let giveUp = Date().addingTimeInterval(5)
+        let giveUp = Date().addingTimeInterval(2)
         while end > start + 4, Date() < giveUp {
             usleep(50_000)
             end = openDescriptors()
