@@ -43,10 +43,8 @@ struct StressChecker {
         return resource.profile == .mustRevalidate || resource.profile == .noCacheAndETag
     }
 
-    /// Nil when `answer` is one the origin gave (or the cache's `504`, see
-    /// `isTheCachesGatewayTimeout`); otherwise what is wrong with it.
+    /// Nil when `answer` is one the origin gave; otherwise what is wrong with it.
     func problem(with answer: Answer) -> String? {
-        if isTheCachesGatewayTimeout(answer) { return nil }
         let served = origin.served(answer.path, user: answer.user)
         let described = "\(answer.status), \(answer.body.count) bytes (\(Self.firstLine(answer.body)))"
         if answer.status == 206 {

@@ -28,7 +28,7 @@ final class StressOrigin: Sendable {
     }
 
     /// A fault of the script.
-    enum Fault: String, CaseIterable, Sendable {
+    enum Fault: String, Sendable {
         case resetMidBody = "reset mid-body"
         case closedMidBody = "closed mid-body"
         case shortBody = "body shorter than Content-Length"
@@ -55,8 +55,6 @@ final class StressOrigin: Sendable {
         var etags: Set<String>
         /// When it was sent, as ``sequence`` numbers.
         var sequences: [Int]
-        /// Whether it was only ever sent in parts (206).
-        var onlyInParts: Bool
     }
 
     private struct State {
@@ -158,8 +156,9 @@ final class StressOrigin: Sendable {
 
     // MARK: - The record
 
-    /// The number of the next response: a load that notes it before it starts and after it ends
-    /// knows which responses were sent while it ran.
+    /// How many requests the origin has counted; each response is recorded with the count at its
+    /// sending. A load that notes it before it starts and after it ends knows which responses
+    /// were sent while it ran: those recorded above the first and up to the second.
     var sequence: Int { state.withLock { $0.sequence } }
 
     /// The bodies sent for `path` to `user`, with what went with them.
@@ -170,13 +169,14 @@ final class StressOrigin: Sendable {
     /// How many responses of each fault the script acted out.
     var faultCounts: [String: Int] { state.withLock { $0.faults } }
 
-    private func record(_ path: String, user: String, status: Int, body: Data, etag: String?, inParts: Bool) {
+    /// Records `body` as sent for `path` to `user` (a 206's whole body: the part is checked
+    /// against it).
+    private func record(_ path: String, user: String, status: Int, body: Data, etag: String?) {
         state.withLock { state in
             let sequence = state.sequence
-            state.served["\(path) \(user)", default: [:]][body, default: Served(status: status, etags: [], sequences: [], onlyInParts: inParts)]
+            state.served["\(path) \(user)", default: [:]][body, default: Served(status: status, etags: [], sequences: [])]
                 .sequences.append(sequence)
             state.served["\(path) \(user)"]?[body]?.etags.insert(etag ?? "")
-            if !inParts { state.served["\(path) \(user)"]?[body]?.onlyInParts = false }
         }
     }
 
@@ -261,9 +261,9 @@ final class StressOrigin: Sendable {
             let sentETag = response.header("ETag")
             switch response.status {
             case 200 where response.body == body, 206:
-                record(resource.path, user: user, status: 200, body: body, etag: sentETag, inParts: response.status == 206)
+                record(resource.path, user: user, status: 200, body: body, etag: sentETag)
             default:
-                record(resource.path, user: user, status: response.status, body: response.body, etag: sentETag, inParts: false)
+                record(resource.path, user: user, status: response.status, body: response.body, etag: sentETag)
             }
         }
         return response
@@ -281,7 +281,7 @@ final class StressOrigin: Sendable {
             apply(fault, detail: detail, to: &response, version: 0)
         }
         if request.method != "HEAD" && response.fault != .closeWithoutResponse {
-            record(path, user: user, status: response.status, body: response.body, etag: response.header("ETag"), inParts: false)
+            record(path, user: user, status: response.status, body: response.body, etag: response.header("ETag"))
         }
         return response
     }

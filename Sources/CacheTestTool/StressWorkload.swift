@@ -263,7 +263,7 @@ final class StressWorkload: Sendable {
                 path: response.url?.path ?? "?", user: client.user ?? plan.user, status: response.statusCode,
                 etag: response.value(forHTTPHeaderField: "ETag"), contentRange: response.value(forHTTPHeaderField: "Content-Range"),
                 body: outcome.body, cacheStatus: response.value(forHTTPHeaderField: "Cache-Status"),
-                window: plan.reload ? firstSequence...lastSequence : nil)
+                window: plan.reload ? (firstSequence + 1)...max(firstSequence + 1, lastSequence) : nil)
             if checker.isTheCachesGatewayTimeout(answer) {
                 verdict = .error("the cache's 504 for a response it could not validate")
             } else {
