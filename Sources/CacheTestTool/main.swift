@@ -5,7 +5,8 @@
 // (`hammer`, `read-all`), a process killed in the middle of writes (`write-loop`, and
 // `write-past-limit` at a known point), a process that may not read the cache's files (`fill`,
 // then `read-all-as`), one that pins in a directory another process uses (`pin`, `pinned`), and
-// the stress run (`stress`: many sessions on a flaky origin, StressWorkload). Not a user-facing
+// the stress run (`stress`: many sessions on a flaky origin, StressWorkload), and an app that
+// cancels every task it starts (`cancel-race`, `cancel-rates`: CancelRace). Not a user-facing
 // tool.
 import CachingProtocol
 import Foundation
@@ -454,6 +455,20 @@ case "peak-memory":
         fail("usage: peak-memory with|without URL DIR")
     }
     peakMemory(withLayer: arguments[1] == "with", url: url, directory: arguments[3])
+case "cancel-race":
+    // cancel-race redirects|plain with|without SECONDS DIR: one run of CancelRace.
+    guard arguments.count == 5, let pattern = CancelRace.Pattern(rawValue: arguments[1]), ["with", "without"].contains(arguments[2]),
+          let seconds = TimeInterval(arguments[3]) else {
+        fail("usage: cancel-race redirects|plain with|without SECONDS DIR")
+    }
+    CancelRace.run(pattern, withLayer: arguments[2] == "with", seconds: seconds, directory: URL(fileURLWithPath: arguments[4]))
+case "cancel-rates":
+    // cancel-rates redirects|plain RUNS SECONDS: how many cancel-race runs crash, both ways.
+    guard arguments.count == 4, let pattern = CancelRace.Pattern(rawValue: arguments[1]), let runs = Int(arguments[2]), runs > 0,
+          let seconds = TimeInterval(arguments[3]) else {
+        fail("usage: cancel-rates redirects|plain RUNS SECONDS")
+    }
+    CancelRace.rates(pattern, runs: runs, seconds: seconds)
 case "stress":
     // stress with|without SEED SECONDS DIR: the stress run (StressWorkload); exits 1 on a wrong
     // answer or a hung load, 3 when the run does not end.
