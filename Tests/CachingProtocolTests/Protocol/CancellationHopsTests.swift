@@ -33,14 +33,15 @@ final class CancellationHopsTests: CachingTestCase {
 
     /// A completion-handler task for `url` on a session whose only protocol does nothing and
     /// whose delegate queue is suspended; `cancelled`: after the first hop of `cancel()`.
-    private func task(for url: URL, cancelled: Bool) -> URLSessionDataTask {
+    /// `completed` is fulfilled when the completion handler ran.
+    private func task(for url: URL, cancelled: Bool, completed: XCTestExpectation? = nil) -> URLSessionDataTask {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.protocolClasses = [InertProtocol.self]
         heldDelegateQueue.isSuspended = true
         let session = URLSession(configuration: configuration, delegate: nil, delegateQueue: heldDelegateQueue)
         heldSession = session
-        let task = session.dataTask(with: url) { _, _, _ in }
+        let task = session.dataTask(with: url) { _, _, _ in completed?.fulfill() }
         if cancelled { task.cancel() }
         return task
     }
@@ -63,17 +64,21 @@ final class CancellationHopsTests: CachingTestCase {
         XCTAssertEqual(client.calls, [])
     }
 
+    /// corelibs' second hop can run before `resume()`'s `startLoading` when the task's protocol
+    /// was made while the task was being cancelled: `stopLoading`, the cancellation's report (the
+    /// task completes and leaves its session's registry), then `startLoading`.
     func testStartLoadingAfterTheCancellationsStopLoadingDoesNothing() async throws {
         try await storeItem()
-        let task = task(for: origin.url("/item?fresh"), cancelled: true)
+        let completed = expectation(description: "the cancellation completed the task")
+        let task = task(for: origin.url("/item"), cancelled: true, completed: completed)
         let client = RecordingClient()
         let load = CachingURLProtocol(task: task, cachedResponse: nil, client: client)
-        // corelibs' second hop can run before `resume()`'s `startLoading` when the task's
-        // protocol was made while it was being cancelled.
         load.stopLoading()
+        heldDelegateQueue.isSuspended = false
+        await fulfillment(of: [completed], timeout: 10)
+        XCTAssertEqual(task.state, .completed)
         load.startLoading()
-        XCTAssertEqual(client.calls, [])
-        XCTAssertEqual(origin.requests(to: "/item").count, 1, "no upstream request for a cancelled task")
+        XCTAssertEqual(client.calls, [], "a load after the cancellation's report answers a task that is gone")
     }
 
     /// The same calls for a task nobody cancelled: answered as usual, so the two tests above
