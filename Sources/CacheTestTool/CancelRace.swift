@@ -10,21 +10,26 @@ import Darwin
 #endif
 import LoopbackOrigin
 
-/// An app that cancels every task it starts, 0–30 ms after `resume()`, on a completion-handler
-/// session without a delegate, with the layer injected or not: the pattern under which corelibs'
-/// own traps in `cancel()` show (`Docs/reliability.md`, "Cancelling"). A trap ends the process,
-/// so each run is a process of its own and `rates` counts the runs that died.
+/// An app that cancels every task it starts, 0–30 ms after `resume()`, with the layer injected
+/// or not: the pattern under which corelibs' own traps in `cancel()` show (`Docs/reliability.md`,
+/// "Cancelling"). A trap ends the process, so each run is a process of its own and `rates`
+/// counts the runs that died. The origin answers after a 15 ms round trip.
 ///
-/// - `redirects`: every request is for `/r/<n>`, a `302` to `/t/<n>` (a `200` stored for a
-///   minute), so each load is redirected while it may be cancelled.
-/// - `plain`: every request is for `/p/<n>`, a `200` stored for a minute, so most loads are hits
-///   that end at once, within the window the app cancels in.
+/// - `redirects`: a completion-handler session without a delegate; every request is for
+///   `/r/<n>`, a `302` to `/t/<n>` (a `200` stored for a minute), so each load is redirected
+///   while it may be cancelled.
+/// - `delegate-redirects`: the same requests on a session whose delegate is asked about each
+///   redirect (and follows it), as an app that watches its redirects is.
+/// - `plain`: a completion-handler session without a delegate; every request is for `/p/<n>`, a
+///   `200` stored for a minute, so through the layer most loads are hits that end at once, within
+///   the window the app cancels in.
 ///
-/// `n` is drawn from 0..<64. Each worker starts a task, waits 0–30 ms, cancels it, and waits for
-/// its completion handler (10 s at most: a task that never ends is reported as hung).
+/// `n` is drawn from 0..<64. Each of 8 workers starts a task, waits 0–30 ms, cancels it, and
+/// waits for its end (10 s at most: a task that never ends is reported as hung).
 enum CancelRace {
     enum Pattern: String, CaseIterable {
         case redirects
+        case delegateRedirects = "delegate-redirects"
         case plain
     }
 
@@ -58,8 +63,10 @@ enum CancelRace {
             let cache = CachingURLCache(memoryCapacity: 4 << 20, diskCapacity: 16 << 20, directory: directory)
             CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache))
         }
-        let session = URLSession(configuration: configuration)
-        let prefix = pattern == .redirects ? "/r/" : "/p/"
+        let delegate = RedirectAskingDelegate()
+        let session = URLSession(configuration: configuration, delegate: pattern == .delegateRedirects ? delegate : nil,
+                                 delegateQueue: nil)
+        let prefix = pattern == .plain ? "/p/" : "/r/"
         let tally = AppProtocols.Record(Tally())
         let deadline = Date(timeIntervalSinceNow: seconds)
         // The process ends itself if the run does not (a deadlock): 60 s after its time.
@@ -74,7 +81,7 @@ enum CancelRace {
                 while Date() < deadline {
                     let ended = DispatchSemaphore(value: 0)
                     let url = origin.url(prefix + "\(Int.random(in: 0..<64))")
-                    let task = session.dataTask(with: url) { _, response, error in
+                    let end: @Sendable (Error?) -> Void = { error in
                         tally.change { tally in
                             switch error {
                             case nil: tally.succeeded += 1
@@ -83,6 +90,13 @@ enum CancelRace {
                             }
                         }
                         ended.signal()
+                    }
+                    let task: URLSessionDataTask
+                    if pattern == .delegateRedirects {
+                        task = session.dataTask(with: url)
+                        delegate.ends.change { $0[task.taskIdentifier] = end }
+                    } else {
+                        task = session.dataTask(with: url) { _, _, error in end(error) }
                     }
                     task.resume()
                     usleep(UInt32.random(in: 0...30_000))
@@ -157,5 +171,20 @@ enum CancelRace {
         let text = String(decoding: errorText.read { $0 }, as: UTF8.self)
         let message = text.split(separator: "\n").first { $0.contains("Fatal error") }.map(String.init)
         return (out, message ?? "(signal \(process.terminationStatus)) \(text.prefix(300))")
+    }
+}
+
+/// A session delegate that is asked about every redirect and follows it, and reports each task's
+/// end to the closure registered for it.
+private final class RedirectAskingDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    let ends = AppProtocols.Record<[Int: @Sendable (Error?) -> Void]>([:])
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(request)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        ends.change { $0.removeValue(forKey: task.taskIdentifier) }?(error)
     }
 }

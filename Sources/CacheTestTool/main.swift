@@ -456,17 +456,17 @@ case "peak-memory":
     }
     peakMemory(withLayer: arguments[1] == "with", url: url, directory: arguments[3])
 case "cancel-race":
-    // cancel-race redirects|plain with|without SECONDS DIR: one run of CancelRace.
+    // cancel-race redirects|delegate-redirects|plain with|without SECONDS DIR: one run of CancelRace.
     guard arguments.count == 5, let pattern = CancelRace.Pattern(rawValue: arguments[1]), ["with", "without"].contains(arguments[2]),
           let seconds = TimeInterval(arguments[3]) else {
-        fail("usage: cancel-race redirects|plain with|without SECONDS DIR")
+        fail("usage: cancel-race redirects|delegate-redirects|plain with|without SECONDS DIR")
     }
     CancelRace.run(pattern, withLayer: arguments[2] == "with", seconds: seconds, directory: URL(fileURLWithPath: arguments[4]))
 case "cancel-rates":
-    // cancel-rates redirects|plain RUNS SECONDS: how many cancel-race runs crash, both ways.
+    // cancel-rates PATTERN RUNS SECONDS: how many cancel-race runs crash, both ways.
     guard arguments.count == 4, let pattern = CancelRace.Pattern(rawValue: arguments[1]), let runs = Int(arguments[2]), runs > 0,
           let seconds = TimeInterval(arguments[3]) else {
-        fail("usage: cancel-rates redirects|plain RUNS SECONDS")
+        fail("usage: cancel-rates redirects|delegate-redirects|plain RUNS SECONDS")
     }
     CancelRace.rates(pattern, runs: runs, seconds: seconds)
 case "stress":

@@ -393,24 +393,32 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         #endif
     }
 
-    /// Answered at once, in place, under the transfers' lock: a transfer with a listener stops
-    /// (the 3xx and its body are the answer, and the engine follows the redirect, through the
-    /// cache); one without is followed as Foundation follows for a task without a delegate, with
-    /// the session's cookies for the new URL. On Linux a cancelled transfer's question is left
-    /// unanswered: corelibs traps when an answer reaches a task its cancellation stopped
-    /// meanwhile, and the cancellation ends the task without one (Docs/foundation-facts.md, L29).
+    /// Answered at once, in place: a transfer with a listener stops (the 3xx and its body are the
+    /// answer, and the engine follows the redirect, through the cache); one without is followed as
+    /// Foundation follows for a task without a delegate, with the session's cookies for the new URL.
+    ///
+    /// On Linux a cancelled transfer's question is left unanswered: corelibs traps when an answer
+    /// reaches a task its cancellation stopped meanwhile, and the cancellation ends the task
+    /// without one (Docs/foundation-facts.md, L29). The answer is given under the transfers'
+    /// lock, so `cancel` marks the transfer either before the question, or after the answer's
+    /// turn was queued on the task's work queue, where it runs before the cancellation's turns.
     func urlSession(
         _ session: URLSession, task: URLSessionTask,
         willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
         completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
-        transfers.withLock { transfers in
-            let transfer = transfers[task.taskIdentifier]
-            #if canImport(FoundationNetworking)
-            guard transfer?.isCancelled != true else { return }
-            #endif
-            completionHandler(transfer?.listener == nil ? SessionSettings.addingCookies(of: session.configuration, to: request) : nil)
+        let id = task.taskIdentifier
+        let answer = { (hasListener: Bool) in
+            completionHandler(hasListener ? nil : SessionSettings.addingCookies(of: session.configuration, to: request))
         }
+        #if canImport(FoundationNetworking)
+        transfers.withLock { transfers in
+            guard transfers[id]?.isCancelled != true else { return }
+            answer(transfers[id]?.listener != nil)
+        }
+        #else
+        answer(transfers.withLock { $0[id]?.listener != nil })
+        #endif
     }
 
     func urlSession(
