@@ -52,7 +52,6 @@ enum CancelRace {
         // window the app cancels in.
         origin.network = SimulatedNetwork(roundTrip: roundTrip)
         let stored = [HTTPField("Cache-Control", "max-age=60")]
-        origin.handle("/r") { _ in OriginResponse(status: 302, headers: [HTTPField("Location", "/t/0")]) }
         for n in 0..<64 {
             origin.handle("/r/\(n)") { _ in OriginResponse(status: 302, headers: [HTTPField("Location", "/t/\(n)")]) }
             origin.handle("/t/\(n)") { _ in OriginResponse(headers: stored, body: Data("target \(n)".utf8)) }
@@ -118,10 +117,10 @@ enum CancelRace {
 
     /// cancel-rates PATTERN RUNS SECONDS: RUNS runs of SECONDS each, without the layer and with
     /// it taking turns, each a `cancel-race` process of this executable; prints one line per run
-    /// (`run N without|with: ended|crashed <trap>`) and a summary per side, `crashed C of R runs,
-    /// K cancels in the runs that ended`.
+    /// (`run N without|with: ` and the run's `cancel-race …` line, or `crashed <trap>`) and a
+    /// summary per side, `crashed C of R runs …, K cancels in the runs that ended`.
     static func rates(_ pattern: Pattern, runs: Int, seconds: TimeInterval) -> Never {
-        var crashes: [Bool: (crashed: Int, cancels: Int)] = [false: (0, 0), true: (0, 0)]
+        var sides: [Bool: (crashed: Int, cancels: Int)] = [false: (0, 0), true: (0, 0)]
         for run in 1...runs {
             for withLayer in [false, true] {
                 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cancel-race-\(UUID().uuidString)")
@@ -129,17 +128,17 @@ enum CancelRace {
                 let outcome = runChild(["cancel-race", pattern.rawValue, withLayer ? "with" : "without", "\(seconds)", directory.path])
                 let side = withLayer ? "with" : "without"
                 if let trap = outcome.trap {
-                    crashes[withLayer]!.crashed += 1
+                    sides[withLayer]!.crashed += 1
                     say("run \(run) \(side): crashed \(trap)")
                 } else {
                     let cancels = outcome.output.split(separator: " ").first { $0.hasPrefix("cancels=") }.flatMap { Int($0.dropFirst(8)) } ?? 0
-                    crashes[withLayer]!.cancels += cancels
+                    sides[withLayer]!.cancels += cancels
                     say("run \(run) \(side): \(outcome.output.trimmingCharacters(in: .whitespacesAndNewlines))")
                 }
             }
         }
         for withLayer in [false, true] {
-            let (crashed, cancels) = crashes[withLayer]!
+            let (crashed, cancels) = sides[withLayer]!
             say("\(pattern.rawValue) \(withLayer ? "with" : "without") the layer: crashed \(crashed) of \(runs) runs of \(Int(seconds)) s, "
                 + "\(cancels) cancels in the runs that ended")
         }

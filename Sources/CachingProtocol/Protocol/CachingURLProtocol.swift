@@ -307,7 +307,7 @@ public class CachingURLProtocol: URLProtocol {
         // for a cancellation, whose `startLoading` may still come after it, when the task's
         // protocol was made while the task was being cancelled (Docs/foundation-facts.md, L30):
         // loading then would answer a task its cancellation ended, and corelibs traps.
-        let cancelled = task.map { $0.state == .canceling || $0.state == .completed } ?? false
+        let cancelled = task.map { [.canceling, .completed].contains($0.state) } ?? false
         #endif
         let stopped = state.withLock { state -> LoadState in
             defer {
