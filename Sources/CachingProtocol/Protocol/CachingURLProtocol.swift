@@ -148,11 +148,7 @@ public class CachingURLProtocol: URLProtocol {
     /// Whether a protocol may get a request's body as a stream although the app set `httpBody`:
     /// on Apple platforms (Docs/foundation-facts.md, A21: reasoned, not run); corelibs hands a
     /// protocol the request's `httpBody` as the app set it.
-    #if canImport(FoundationNetworking)
-    static let everyBodyIsAStream = false
-    #else
-    static let everyBodyIsAStream = true
-    #endif
+    static let everyBodyIsAStream = LoaderRules.current.bodiesMayComeAsStreams
 
     #if !canImport(FoundationNetworking)
     /// Data tasks only: download, upload, stream and WebSocket tasks are left to the system
