@@ -92,7 +92,8 @@ extension CacheEngine {
             case .failure(let error):
                 answer = .failure(error)
             }
-            let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason)
+            let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason,
+                                        streamed: listener.streamed)
             resolve(exchange, answering: answer, as: provenance,
                    privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener))
         }
@@ -211,6 +212,8 @@ final class ExchangeListener: UpstreamListener {
         /// Those of them that need nothing more than the pieces (`Load.needsWholeBody` false),
         /// by their handles.
         var takingPiecesOnly: Set<ObjectIdentifier> = []
+        /// The loads that got the response head, by their handles, and the body bytes relayed to them.
+        var streamed = CacheEngine.Streamed()
     }
     private let state = Locked(State())
 
@@ -230,8 +233,12 @@ final class ExchangeListener: UpstreamListener {
             state.trip.methods.append(method)
             state.streamingTo = []
             state.takingPiecesOnly = []
+            state.streamed = CacheEngine.Streamed()
         }
     }
+
+    /// The loads the response was streamed to, and how many body bytes they got.
+    var streamed: CacheEngine.Streamed { state.withLock { $0.streamed } }
 
     /// Counts the answer to the request sent last; returns the exchange's trip so far.
     func record(_ result: Result<ReceivedResponse, Error>) -> CacheEngine.Trip {
@@ -278,6 +285,7 @@ final class ExchangeListener: UpstreamListener {
         state.withLock { state in
             state.streamingTo = waiters.map(\.load.client)
             state.takingPiecesOnly = Set(waiters.filter { !$0.load.needsWholeBody }.map { ObjectIdentifier($0.load.handle) })
+            state.streamed = CacheEngine.Streamed(loads: Set(waiters.map { ObjectIdentifier($0.load.handle) }))
         }
         for waiter in waiters {
             let marked = waiter.load.followedStoredRedirect ? engine.markedAsReachedThroughStoredRedirect(response) : response
@@ -290,7 +298,11 @@ final class ExchangeListener: UpstreamListener {
     }
 
     func upstreamDidReceiveBody(_ data: Data) {
-        for client in state.withLock({ $0.streamingTo }) { client.receiveChunk(data) }
+        let clients = state.withLock { state -> [LoadClient] in
+            state.streamed.bytes += data.count
+            return state.streamingTo
+        }
+        for client in clients { client.receiveChunk(data) }
     }
 
     /// Whether the response `head` begins may still be stored once its body is in: an answer only
