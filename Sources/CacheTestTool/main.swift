@@ -3,8 +3,9 @@
 // (`registered-protocols`), the peak memory of one large body and the resources left after many
 // sessions (`peak-memory`, `token-refresh`), several processes sharing one cache directory (`hammer`,
 // `read-all`), a process killed in the middle of writes (`write-loop`), a process that may not
-// read the cache's files (`fill`, then `read-all-as`), and one that pins in a directory another
-// process uses (`pin`, `pinned`). Not a user-facing tool.
+// read the cache's files (`fill`, then `read-all-as`), one that pins in a directory another
+// process uses (`pin`, `pinned`), and one that takes the package's lock twice (`relock`, Apple
+// platforms). Not a user-facing tool.
 import CachingProtocol
 import Foundation
 #if canImport(FoundationNetworking)
@@ -423,6 +424,17 @@ case "register":
     print("registration=\(status)")
     fetchThroughSharedSession(url)
     fetchThroughSharedSession(url)
+case "relock":
+    // The package's lock taken again by the thread that holds it: on Apple platforms an
+    // os_unfair_lock, which aborts the process (Docs/foundation-facts.md, A11). Never run on
+    // Linux, where pthread's default mutex would wait for ever.
+    #if canImport(Darwin)
+    let lock = Locked(0)
+    lock.withLock { _ in lock.withLock { _ in } }
+    print("relocked")
+    #else
+    fail("relock: Apple platforms only")
+    #endif
 case "registered-protocols":
     guard arguments.count == 5, ["with", "without", "for-testing"].contains(arguments[2]), let base = URL(string: arguments[3]) else {
         fail("usage: registered-protocols SCENARIO with|without|for-testing BASE-URL DIR")
