@@ -27,6 +27,9 @@ extension CachingConfiguration {
     /// stub's answer (OHHTTPStubs, Mocker) the layer stored in one test, when it was asked before
     /// the stub, never answers the next test, which stubs the same URL differently. The disk tier
     /// is used as in the app, in a place of its own.
+    ///
+    /// Threading: call it from any thread. The directory is removed on the thread that lets go of
+    /// the cache last, after the disk writes handed in before have landed.
     public static func forTesting() -> CachingConfiguration {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("CachingProtocol-test-\(UUID().uuidString)", isDirectory: true)

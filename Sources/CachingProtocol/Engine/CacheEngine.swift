@@ -339,8 +339,8 @@ final class CacheEngine: Sendable {
         var trip = Trip()
         var collapsed = false
         var notStored: NotStoredReason?
-        /// The loads that took the response's body as it arrived, and its bytes they got: the
-        /// answer then carries no more of the body than was kept.
+        /// The loads that took the response's body as it arrived, and how many bytes they got:
+        /// what they were handed, which the answer's body (only what was kept) may not show.
         var streamed = Streamed()
     }
 

@@ -254,7 +254,9 @@ public class CachingURLProtocol: URLProtocol {
     /// (`PassThroughLoad`): the app's header fields, cookies and session rules apply, its delegate
     /// gets the challenges and redirects, and the next hop of a redirect is Foundation's. Settings
     /// forgotten meanwhile (`SessionClasses.maximumBindings` more classes were unbound since)
-    /// cannot be guessed: the load fails as cancelled, with a `CachingError` saying why.
+    /// cannot be guessed: the load fails as cancelled, with a `CachingError` saying why — as does
+    /// one whose client cannot take a redirect report (Linux's, without a task: corelibs never
+    /// makes such a load).
     private func loadUncached(with settings: SessionSettings?, delivery: ClientDelivery) {
         #if canImport(FoundationNetworking)
         if let task { return handOverToFoundation(task, delivery: delivery) }
