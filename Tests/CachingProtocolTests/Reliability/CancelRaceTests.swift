@@ -13,7 +13,7 @@ import XCTest
 /// Time-boxed for CI: a few runs of 2 s per side, about 24 s in all
 /// (`CACHINGPROTOCOL_CANCEL_RACE_SECONDS` and `…_RUNS` set them). The rates over longer runs are
 /// in `Docs/reliability.md` (`CacheTestTool cancel-rates`). Linux only: the traps are corelibs'.
-final class CancelRaceTests: XCTestCase {
+final class CancelRaceTests: LoaderRulesTestCase {
     /// How the runs of one side ended.
     private struct Runs {
         var crashes: [String] = []

@@ -22,7 +22,7 @@ import XCTest
 ///
 /// `CACHINGPROTOCOL_STRESS_SEED` replays a seed (printed by every run and in every failure), and
 /// `CACHINGPROTOCOL_STRESS_SECONDS` sets how long each run loads (10 by default).
-final class StressTests: XCTestCase {
+final class StressTests: LoaderRulesTestCase {
     /// One run of the tool, as its report says.
     struct Run {
         var output: String

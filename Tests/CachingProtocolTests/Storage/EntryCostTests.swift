@@ -5,7 +5,7 @@ import XCTest
 /// What an entry is charged against a tier's capacity, with the numbers computed here from the
 /// entry's parts, never from `cost` itself: the other capacity tests derive their limits from
 /// `cost`, so a `cost` that left something out would pass them all.
-final class EntryCostTests: XCTestCase {
+final class EntryCostTests: LoaderRulesTestCase {
     private let url = "https://example.com/cost"
     /// Each field as on the wire: name, ": ", value, CRLF.
     private static func wireBytes(_ fields: [(String, String)]) -> Int {
