@@ -184,7 +184,7 @@ extension CachingURLProtocol {
         guard let engine = Installation.current else {
             return AsyncThrowingStream { $0.finish(throwing: CachingError(.notInstalled, "no installation")) }
         }
-        return engine.cachedThenFresh(request)
+        return engine.cachedThenFresh(request, from: .sharedSession)
     }
 
     /// ``CachingConfiguration/prefetch(_:maximumConcurrent:)`` with the configuration
@@ -193,8 +193,7 @@ extension CachingURLProtocol {
     public static func prefetch(_ urls: [URL], maximumConcurrent: Int = 4) async -> PrefetchSummary {
         if Installation.current == nil { Installation.install(CachingConfiguration()) }
         guard let engine = Installation.current else { return PrefetchSummary(failed: urls.count) }
-        let settings = SessionClasses.lastInjectedSettings(for: nil) ?? .standard
-        return await engine.prefetch(urls, from: settings, maximumConcurrent: maximumConcurrent)
+        return await engine.prefetch(urls, from: .sharedSession, maximumConcurrent: maximumConcurrent)
     }
 
     /// Offline mode of the registered configuration (its ``CachingConfiguration/isOffline``);
@@ -227,13 +226,13 @@ extension CachingConfiguration {
     /// Threading: call it from any task; it suspends until every URL is settled.
     public func prefetch(_ urls: [URL], maximumConcurrent: Int = 4) async -> PrefetchSummary {
         let engine = Installation.engine(for: self)
-        let settings = SessionClasses.lastInjectedSettings(for: engine) ?? .standard
-        return await engine.prefetch(urls, from: settings, maximumConcurrent: maximumConcurrent)
+        return await engine.prefetch(urls, from: engine.sessionlessSettings, maximumConcurrent: maximumConcurrent)
     }
 
     /// ``CachingURLProtocol/cachedThenFresh(for:)`` with this configuration — its cache, policy,
     /// rules and counters — rather than the registered one. It need not be injected anywhere.
     public func cachedThenFresh(for request: URLRequest) -> AsyncThrowingStream<CachedThenFreshResponse, Error> {
-        Installation.engine(for: self).cachedThenFresh(request)
+        let engine = Installation.engine(for: self)
+        return engine.cachedThenFresh(request, from: engine.sessionlessSettings)
     }
 }

@@ -101,9 +101,6 @@ enum SessionClasses {
         var unused: [CachingURLProtocol.Type] = []
         /// Every class made here (bound or not).
         var made: Set<ObjectIdentifier> = []
-        /// The settings of the session configuration injected last with each engine (nil key:
-        /// injected without a configuration of its own), for `prefetch`.
-        var lastInjected: [ObjectIdentifier?: SessionSettings] = [:]
         /// Counts uses, to find the binding used least recently.
         var clock: UInt64 = 0
 
@@ -121,10 +118,12 @@ enum SessionClasses {
     /// The class that applies `settings` and caches with `engine` (nil: the registered
     /// configuration's): the same class for an equal pair, another one otherwise. Never
     /// `CachingURLProtocol` itself, which serves `URLSession.shared` (`SessionSettings.sharedSession`).
+    /// `engine`'s loads without a session are made as this session's from now on
+    /// (`CacheEngine.sessionlessSettings`).
     static func protocolClass(for settings: SessionSettings, engine: CacheEngine?) -> CachingURLProtocol.Type {
         let key = Key(settings: settings, engine: engine.map(ObjectIdentifier.init))
+        engine?.wasInjected(with: settings)
         return registry.withLock { registry in
-            registry.lastInjected[key.engine] = settings
             let now = registry.tick()
             if let existing = registry.classes[key] {
                 registry.bindings[ObjectIdentifier(existing)]?.lastUse = now
@@ -146,12 +145,6 @@ enum SessionClasses {
             }
             return made
         }
-    }
-
-    /// The settings of the session configuration injected last with `engine` (nil: injected
-    /// without a configuration of its own, so caching with `register`'s), or nil when none was.
-    static func lastInjectedSettings(for engine: CacheEngine?) -> SessionSettings? {
-        registry.withLock { $0.lastInjected[engine.map(ObjectIdentifier.init)] }
     }
 
     /// What `protocolClass` is bound to (and marks it used); nil for a class made here whose
@@ -180,7 +173,6 @@ enum SessionClasses {
                 registry.unused += registry.classes.values
                 registry.classes = [:]
                 registry.bindings = [:]
-                registry.lastInjected = [:]
             }
             return registry.bindings.values.compactMap(\.binding.engine)
         }

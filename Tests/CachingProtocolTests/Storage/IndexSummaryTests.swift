@@ -10,9 +10,9 @@ final class IndexSummaryTests: XCTestCase {
     private func summary(_ key: String, etag: String? = "\"e\"") -> EntrySummary {
         EntrySummary(key: key, variants: [
             .init(responseURL: String(key.dropFirst(4)), statusCode: 200, bodyBytes: 1_234, responseDate: base,
-                  initialAge: 3, freshnessLifetime: 600, etag: etag, lastModified: nil, hasCredentials: false),
+                  initialAge: 3, freshnessLifetime: 600, etag: etag, lastModified: nil, user: nil),
             .init(responseURL: "https://elsewhere.example/x", statusCode: 203, bodyBytes: 5, responseDate: base.addingTimeInterval(9),
-                  initialAge: 0, freshnessLifetime: 0, etag: nil, lastModified: "Tue, 14 Nov 2023 00:00:00 GMT", hasCredentials: true),
+                  initialAge: 0, freshnessLifetime: 0, etag: nil, lastModified: "Tue, 14 Nov 2023 00:00:00 GMT", user: 0xFEED),
         ])
     }
 
