@@ -21,7 +21,7 @@ final class CacheEngine: Sendable {
     private let hitResponses = Locked(HitResponses())
     /// The settings of the app session that loads no session makes are made for (see
     /// `sessionlessSettings`).
-    private let lastInjectedSettings = Locked<SessionSettings?>(nil)
+    private let sessionSettingsWithoutSession = Locked(SessionSettings.standard)
 
     /// Where loads that cannot be answered on the caller's thread run: larger disk reads and
     /// exchanges. Concurrent, shared by every engine; nothing on it blocks.
@@ -57,15 +57,12 @@ final class CacheEngine: Sendable {
 
     /// The settings loads no app session makes are made as — `prefetch`, `cachedThenFresh`, and
     /// the `URLCache` API of the cache this installation uses — so that they read and fill what
-    /// that session reads: those of the session configuration this configuration was injected
-    /// into last (`SessionClasses`), else `URLSessionConfiguration.default`'s.
+    /// that session reads: those of the session configuration the configuration was injected
+    /// into last (set by `SessionClasses`), or `URLSession.shared`'s when it was registered last
+    /// (`Installation.install`); `URLSessionConfiguration.default`'s before either.
     var sessionlessSettings: SessionSettings {
-        lastInjectedSettings.withLock { $0 } ?? .standard
-    }
-
-    /// Records that the configuration was injected into a session configuration with `settings`.
-    func wasInjected(with settings: SessionSettings) {
-        lastInjectedSettings.withLock { $0 = settings }
+        get { sessionSettingsWithoutSession.withLock { $0 } }
+        set { sessionSettingsWithoutSession.withLock { $0 = newValue } }
     }
 
     /// `request`, under `key`, as the session of `sessionlessSettings` sends it and as the store

@@ -27,6 +27,7 @@ enum Installation {
 
     static func install(_ configuration: CachingConfiguration) {
         let installed = engine(for: configuration)
+        installed.sessionlessSettings = .sharedSession
         let previous = registry.withLock { registry -> CacheEngine? in
             defer { registry.current = installed }
             return registry.current
@@ -122,7 +123,7 @@ enum SessionClasses {
     /// (`CacheEngine.sessionlessSettings`).
     static func protocolClass(for settings: SessionSettings, engine: CacheEngine?) -> CachingURLProtocol.Type {
         let key = Key(settings: settings, engine: engine.map(ObjectIdentifier.init))
-        engine?.wasInjected(with: settings)
+        engine?.sessionlessSettings = settings
         return registry.withLock { registry in
             let now = registry.tick()
             if let existing = registry.classes[key] {
