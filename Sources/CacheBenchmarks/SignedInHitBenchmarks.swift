@@ -30,8 +30,11 @@ extension BenchmarkSuite {
         bearer.setValue("Bearer eyJhbGciOiJIUzI1NiJ9.\(String(repeating: "x", count: 180)).signature", forHTTPHeaderField: "Authorization")
         var cookie = URLRequest(url: url)
         cookie.setValue("lb=node-7; session=\(String(repeating: "s", count: 40)); theme=dark", forHTTPHeaderField: "Cookie")
-        let sides: [(name: String, session: URLSession, request: URLRequest)] = [
-            ("anonymous", plain, anonymous), ("bearer token", plain, bearer), ("session cookie, named identity", named, cookie),
+        // Each signed side against an anonymous hit on the same session (a session of its own per
+        // identity: its class, queue and binding are the same for both of its sides).
+        let sides: [(name: String, session: URLSession, request: URLRequest, reference: Int)] = [
+            ("anonymous", plain, anonymous, 0), ("bearer token", plain, bearer, 0), ("session cookie", plain, cookie, 0),
+            ("anonymous, named identity", named, anonymous, 3), ("session cookie, named identity", named, cookie, 3),
         ]
         for side in sides {
             // Stored, then a hit, before timing.
@@ -48,13 +51,16 @@ extension BenchmarkSuite {
             }
         }
         cache.waitUntilSettled()
-        let reference = samples[0].medianMicroseconds
-        record(BenchmarkResult(name: "memory hit 1 KB, anonymous", samples: samples[0]))
-        for index in 1..<sides.count {
+        for (index, side) in sides.enumerated() {
+            guard side.reference != index else {
+                record(BenchmarkResult(name: "memory hit 1 KB, \(side.name)", samples: samples[index]))
+                continue
+            }
+            let reference = samples[side.reference].medianMicroseconds
             let ratio = samples[index].medianMicroseconds / reference
-            record(BenchmarkResult(name: "memory hit 1 KB, \(sides[index].name)", samples: samples[index], ratio: ratio,
+            record(BenchmarkResult(name: "memory hit 1 KB, \(side.name)", samples: samples[index], ratio: ratio,
                                    target: "≤ 1.05 × anonymous", met: ratio <= 1.05,
-                                   note: String(format: "anonymous %.1f µs", reference)))
+                                   note: String(format: "anonymous on the same session %.1f µs", reference)))
         }
     }
 

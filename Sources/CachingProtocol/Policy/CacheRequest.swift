@@ -86,6 +86,9 @@ package struct CacheRequest: @unchecked Sendable {
     let sendsCredentials: Bool
     /// The byte range the request asks for, when it asks for one (see `RequestDisposition.range`).
     let byteRange: ByteRange?
+    /// The request's `Authorization` and `Cookie` fields, as read once (`RequestHeaderFacts`), for
+    /// `identified(by:)`. Never stored: only the partition's digest is.
+    private let credentials: (authorization: String?, cookie: String?)
     /// Header fields the platform's loader adds to the request when it sends it, unless the
     /// request has them (`sent(with:)`), by lowercased name: the origin sees them, so `Vary` is
     /// matched on them (`header(_:)`). Never sent by the layer.
@@ -110,6 +113,7 @@ package struct CacheRequest: @unchecked Sendable {
         }
         partition = Partition(user: CachingUserIdentity.digest(authorization: facts.authorization, cookie: facts.cookie))
         sendsCredentials = partition.user != nil
+        credentials = (facts.authorization, facts.cookie)
         byteRange = facts.range.flatMap(ByteRange.init)
     }
 
@@ -129,8 +133,7 @@ package struct CacheRequest: @unchecked Sendable {
     func identified(by identity: CachingUserIdentity) -> CacheRequest {
         guard !identity.isCredentials else { return self }
         var identified = self
-        identified.partition.user = identity.user(of: urlRequest, authorization: urlRequest.value(forHTTPHeaderField: "Authorization"),
-                                                  cookie: urlRequest.value(forHTTPHeaderField: "Cookie"))
+        identified.partition.user = identity.user(of: urlRequest, authorization: credentials.authorization, cookie: credentials.cookie)
         return identified
     }
 

@@ -113,12 +113,16 @@ public struct CachingUserIdentity: Sendable {
         return StableHash.hash("authorization\u{0}\(authorization ?? "")\u{0}cookie\u{0}\(cookie ?? "")")
     }
 
-    /// The value of the cookie `name` in a `Cookie` field value (`a=1; b=2`), or nil.
+    /// The value of the cookie `name` in a `Cookie` field value (`a=1; b=2`), or nil. Read byte by
+    /// byte: it runs on every hit of an installation that names a cookie.
     static func value(ofCookie name: String, in field: String) -> String? {
-        for pair in field.split(separator: ";") {
-            let trimmed = pair.drop { $0 == " " || $0 == "\t" }
-            guard let equals = trimmed.firstIndex(of: "="), trimmed[..<equals] == name[...] else { continue }
-            return String(trimmed[trimmed.index(after: equals)...]).trimmingCharacters(in: .whitespaces)
+        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        for pair in field.utf8.split(separator: UInt8(ascii: ";")) {
+            let trimmed = pair.drop(while: isSpace)
+            guard let equals = trimmed.firstIndex(of: UInt8(ascii: "=")), trimmed[..<equals].elementsEqual(name.utf8) else { continue }
+            var value = trimmed[trimmed.index(after: equals)...]
+            while let last = value.last, isSpace(last) { value = value.dropLast() }
+            return String(decoding: value, as: UTF8.self)
         }
         return nil
     }

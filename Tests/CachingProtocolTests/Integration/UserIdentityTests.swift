@@ -147,6 +147,10 @@ final class UserIdentityTests: CachingTestCase {
         XCTAssertNil(user(["Cookie": "session=; lb=1"]), "an empty session cookie (a logout) is nobody")
         XCTAssertEqual(user(["Cookie": "lb=1; session=alice"]), user(["Cookie": "session=alice; lb=2"]))
         XCTAssertNotEqual(user(["Cookie": "session=alice"]), user(["Cookie": "session=bob"]))
+        // The cookie's name is matched whole, its value read without the spaces around it.
+        XCTAssertEqual(CachingUserIdentity.value(ofCookie: "session", in: "xsession=1;  session=alice \t; lb=2"), "alice")
+        XCTAssertEqual(CachingUserIdentity.value(ofCookie: "session", in: "session=a=b"), "a=b")
+        XCTAssertNil(CachingUserIdentity.value(ofCookie: "session", in: "sessions=1; Session=2; session"))
         XCTAssertNotNil(user(["Authorization": "Bearer t1"]))
         XCTAssertNotEqual(user(["Authorization": "Bearer t1"]), user(["Authorization": "Bearer t2"]))
         XCTAssertNotEqual(user(["Authorization": "Bearer t1"]), user([:]))
