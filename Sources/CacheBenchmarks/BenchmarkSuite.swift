@@ -78,7 +78,7 @@ final class BenchmarkSuite {
         let configuration = URLSessionConfiguration.default
         configuration.urlCache = nil
         CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache, userIdentity: userIdentity,
-                                                                                    addsCacheStatus: addsCacheStatus))
+                                                                                    addsCacheStatus: addsCacheStatus), delegate: nil)
         return URLSession(configuration: configuration)
     }
 
