@@ -26,7 +26,8 @@ extension CacheEngine {
             return continuation.finish(throwing: reason)
         }
         let settings = SessionSettings.standard
-        let request = CacheRequest(settings.apply(to: urlRequest), key: key)
+        let sent = settings.apply(to: urlRequest)
+        let request = CacheRequest(sent, key: key, cookieIsSessions: SessionSettings.cookieIsSessions(in: sent, madeFrom: urlRequest))
         let now = configuration.now()
         let stored = CachingPolicy.matchingVariant(in: store.record(forKey: key), for: request)
         if let stored, CachingPolicy.followedRedirectStatuses.contains(stored.statusCode) {

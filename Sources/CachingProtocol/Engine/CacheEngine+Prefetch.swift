@@ -45,10 +45,12 @@ extension CacheEngine {
     /// and delivers its body to nobody. Cancelling the calling task cancels the load (its upstream
     /// request, unless another load waits on it) and answers `.failed`.
     func prefetch(_ url: URL, from settings: SessionSettings) async -> PrefetchOutcome {
-        let urlRequest = settings.apply(to: URLRequest(url: url))
+        let appRequest = URLRequest(url: url)
+        let urlRequest = settings.apply(to: appRequest)
         guard !bypasses(urlRequest), RequestDisposition(urlRequest) == .cacheable, !passesBy(urlRequest),
               let key = cacheKey(for: urlRequest) else { return .bypassed }
-        let request = CacheRequest(urlRequest, key: key)
+        let request = CacheRequest(urlRequest, key: key,
+                                   cookieIsSessions: SessionSettings.cookieIsSessions(in: urlRequest, madeFrom: appRequest))
         let client = PrefetchClient()
         let load = Load(request: request, settings: settings, client: client, started: .now())
         return await withTaskCancellationHandler {

@@ -86,15 +86,21 @@ package struct CacheRequest: @unchecked Sendable {
     let sendsCredentials: Bool
     /// The byte range the request asks for, when it asks for one (see `RequestDisposition.range`).
     let byteRange: ByteRange?
+    /// Whether the `Cookie` field is the session's (its jar's cookies, or its additional header
+    /// fields) that the layer put on the request as Apple's loader adds them when it sends it,
+    /// rather than the app's own (`SessionSettings.cookieIsSessions(in:madeFrom:)`): Apple's
+    /// loader makes the session's anew for each redirect hop (`SessionSettings.redirected`).
+    let cookieIsSessions: Bool
     /// Header fields the platform's loader adds to the request when it sends it, unless the
     /// request has them (`sent(with:)`), by lowercased name: the origin sees them, so `Vary` is
     /// matched on them (`header(_:)`). Never sent by the layer.
     private(set) var fieldsAddedWhenSent: [String: String] = [:]
 
-    package init(_ request: URLRequest, key: String, facts: RequestHeaderFacts? = nil) {
+    package init(_ request: URLRequest, key: String, facts: RequestHeaderFacts? = nil, cookieIsSessions: Bool = false) {
         let facts = facts ?? RequestHeaderFacts(request)
         urlRequest = request
         self.key = key
+        self.cookieIsSessions = cookieIsSessions
         var directives = facts.cacheControl.map(CacheControl.init) ?? .none
         if facts.cacheControl == nil, let pragma = facts.pragma, pragma.lowercased().contains("no-cache") {
             directives.noCache = true

@@ -114,6 +114,35 @@ final class SessionBehaviourPairTests: CachingTestCase {
                      "nothing lands in the shared jar")
     }
 
+    /// A `Cookie` the app set on its request while the jar holds a cookie for the URL, directly
+    /// and through a redirect: the origin receives what it receives without the layer (corelibs
+    /// puts the jar's in its place before any protocol sees the request, Docs/foundation-facts.md,
+    /// L16; Apple's loader sends the app's, A23).
+    func testACookieTheAppSetReachesTheOriginAsWithoutTheLayer() async throws {
+        serveRedirect(from: "/start", to: "/me")
+        origin.handle("/me") { request in
+            .text("me: \(request.header("Cookie") ?? "nobody")", headers: [HTTPField("Cache-Control", "no-store")])
+        }
+        let jarCookie = HTTPCookie(properties: [.domain: "127.0.0.1", .path: "/", .name: "jar", .value: "1"])!
+        let (without, with) = try await pair(["Cookie"]).observe(
+            configure: { $0.httpCookieStorage?.setCookie(jarCookie) }, sessionHasDelegate: false, caching: makeConfiguration()
+        ) { session, _ in
+            var results: [String] = []
+            for path in ["/me", "/start", "/me"] {
+                var request = URLRequest(url: origin.url(path))
+                request.setValue("app=2", forHTTPHeaderField: "Cookie")
+                let (data, _) = try await session.data(for: request)
+                results.append(String(decoding: data, as: UTF8.self))
+            }
+            return results.joined(separator: " | ")
+        }
+        XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
+        #if canImport(FoundationNetworking)
+        XCTAssertEqual(without.result, "me: jar=1 | me: jar=1 | me: jar=1", "\(without)")
+        #endif
+    }
+
     func testACookieSetOnARedirectHopIsSentOnTheNextHop() async throws {
         serveRedirect(from: "/start", to: "/landing", cookie: "hop=1; Max-Age=7776000; path=/")
         origin.handle("/landing") { request in .text("landing: \(request.header("Cookie") ?? "none")") }
