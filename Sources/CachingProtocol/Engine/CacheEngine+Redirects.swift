@@ -97,7 +97,8 @@ extension CacheEngine {
         var unsafe = false
         switch RequestDisposition(request) {
         case .cacheable, .range:
-            lookedUp = bypasses(request) || passesBy(request) ? nil : cacheKey(for: request).map { CacheRequest(request, key: $0, cookieIsSessions: cookieIsSessions) }
+            lookedUp = bypasses(request) || passesBy(request)
+                ? nil : cacheKey(for: request).map { CacheRequest(request, key: $0, cookieIsSessions: cookieIsSessions) }
         case .invalidate:
             if cachesPOST(request), let key = CacheKey.make(forPOST: request) {
                 lookedUp = CacheRequest(request, key: key, cookieIsSessions: cookieIsSessions)

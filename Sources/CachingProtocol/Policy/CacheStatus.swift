@@ -79,9 +79,8 @@ extension CacheStatus {
 
     /// The detail of an answer the cache did not store: the name of `reason`
     /// (``NotStoredReason/description``, the one ``CacheEvent/notStoredReason`` carries), so a
-    /// proxy or a log shows why without an observer. Every name is a structured-field token
-    /// (RFC 8941 §3.3.4: a letter, then letters and digits), which RFC 9211 §2.8 allows as a
-    /// `detail`.
+    /// proxy or a log shows why without an observer. Every name is letters only, so a
+    /// structured-field token (RFC 8941 §3.3.4), which RFC 9211 §2.8 allows as a `detail`.
     static func notStored(_ reason: NotStoredReason) -> String {
         reason.description
     }
