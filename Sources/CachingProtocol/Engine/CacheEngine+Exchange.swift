@@ -92,10 +92,12 @@ extension CacheEngine {
             case .failure(let error):
                 answer = .failure(error)
             }
-            let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason)
+            let streamed = listener.streamed
+            let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason,
+                                        streamed: streamed)
             resolve(exchange, answering: answer, as: provenance,
                    privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener),
-                   failingAfterTheHead: Self.failureAfterTheHead(result, listener))
+                   failingAfterTheHead: Self.failureAfterTheHead(result, givenTheHead: streamed.loads))
         }
     }
 
@@ -104,9 +106,8 @@ extension CacheEngine {
     /// so they fail as they fail without the layer, with the upstream's error — never a stored
     /// copy or the cache's `504` behind that head (those go to the loads that did not take it).
     private static func failureAfterTheHead(_ result: Result<ReceivedResponse, Error>,
-                                            _ listener: ExchangeListener) -> (loads: Set<ObjectIdentifier>, error: Error)? {
+                                            givenTheHead loads: Set<ObjectIdentifier>) -> (loads: Set<ObjectIdentifier>, error: Error)? {
         guard case .failure(let error) = result else { return nil }
-        let loads = listener.loadsGivenTheHead
         return loads.isEmpty ? nil : (loads, error)
     }
 
@@ -153,7 +154,8 @@ extension CacheEngine {
         guard let waiters = exchanges.close(exchange), let answer, let provenance else { return }
         for waiter in waiters {
             if let failure, failure.loads.contains(ObjectIdentifier(waiter.load.handle)) {
-                let failed = Provenance(outcome: .failed, trip: provenance.trip, collapsed: waiter.collapsed)
+                // What it got of the body before the failure counts as delivered.
+                let failed = Provenance(outcome: .failed, trip: provenance.trip, collapsed: waiter.collapsed, streamed: provenance.streamed)
                 deliver(.failure(failure.error), to: waiter.load, as: failed)
                 continue
             }
@@ -230,6 +232,8 @@ final class ExchangeListener: UpstreamListener {
         /// Those of them that need nothing more than the pieces (`Load.needsWholeBody` false),
         /// by their handles.
         var takingPiecesOnly: Set<ObjectIdentifier> = []
+        /// The body bytes relayed to them.
+        var relayedBytes = 0
     }
     private let state = Locked(State())
 
@@ -242,10 +246,6 @@ final class ExchangeListener: UpstreamListener {
     /// Whether the load that started the exchange left (it was cancelled) before the answer.
     var starterLeft: Bool { starter?.handle.isFinished ?? false }
 
-    /// The loads (by their handles) that got the head of the response to the request sent last.
-    var loadsGivenTheHead: Set<ObjectIdentifier> {
-        state.withLock { Set($0.streamingTo.map { ObjectIdentifier($0.handle) }) }
-    }
 
     /// Says which request of the exchange is sent next, with `method`.
     func expect(_ sent: SentRequest, method: String) {
@@ -254,7 +254,14 @@ final class ExchangeListener: UpstreamListener {
             state.trip.methods.append(method)
             state.streamingTo = []
             state.takingPiecesOnly = []
+            state.relayedBytes = 0
         }
+    }
+
+    /// The loads (by their handles) that got the head of the response to the request sent last,
+    /// and how many body bytes they got.
+    var streamed: CacheEngine.Streamed {
+        state.withLock { CacheEngine.Streamed(loads: Set($0.streamingTo.map { ObjectIdentifier($0.handle) }), bytes: $0.relayedBytes) }
     }
 
     /// Counts the answer to the request sent last; returns the exchange's trip so far.
@@ -314,7 +321,11 @@ final class ExchangeListener: UpstreamListener {
     }
 
     func upstreamDidReceiveBody(_ data: Data) {
-        for load in state.withLock({ $0.streamingTo }) { load.client.receiveChunk(data) }
+        let loads = state.withLock { state -> [Load] in
+            state.relayedBytes += data.count
+            return state.streamingTo
+        }
+        for load in loads { load.client.receiveChunk(data) }
     }
 
     /// Whether the response `head` begins may still be stored once its body is in: an answer only

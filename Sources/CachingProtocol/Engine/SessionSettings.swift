@@ -73,14 +73,11 @@ struct SessionSettings: Sendable, Hashable {
     /// for the loader's (the app's preferred languages, as `Accept-Language` lists them; the app's
     /// and the system's versions) and are never sent: the upstream session adds its own. Computed
     /// once: iOS relaunches an app whose languages change. On Linux none: corelibs adds both too
-    /// (L22), and the layer keeps matching there as it did.
-    #if canImport(FoundationNetworking)
-    static let fieldsAddedWhenSent: [String: String] = [:]
-    #else
-    static let fieldsAddedWhenSent: [String: String] = [
+    /// (L22), and the layer keeps matching there as it did (`LoaderRules`).
+    static let fieldsAddedWhenSent: [String: String] = LoaderRules.current.addsFieldsAfterProtocols ? [
         "accept-language": acceptLanguage(for: Locale.preferredLanguages),
         "user-agent": loaderUserAgent(),
-    ]
+    ] : [:]
 
     /// The `User-Agent` Apple's loader sends by default, as widely reported: the app's name and
     /// version, then CFNetwork's and Darwin's versions.
@@ -94,7 +91,6 @@ struct SessionSettings: Sendable, Hashable {
         let release = withUnsafeBytes(of: &system.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         return "\(name)/\(version) CFNetwork/\(network) Darwin/\(release)"
     }
-    #endif
 
     /// An `Accept-Language` value for `languages`, most preferred first, as loaders send it: the
     /// first six, weighted 1, 0.9, 0.8…
@@ -124,11 +120,7 @@ struct SessionSettings: Sendable, Hashable {
     /// Whether this layer must put the session's cookies on a request itself: Apple's loader
     /// adds them after the protocol saw the request (Docs/foundation-facts.md, A6); corelibs adds
     /// them when the task is created, before (Docs/foundation-facts.md, L16).
-    #if canImport(FoundationNetworking)
-    static let addsSessionCookies = false
-    #else
-    static let addsSessionCookies = true
-    #endif
+    static let addsSessionCookies = LoaderRules.current.addsCookiesAfterProtocols
 
     // MARK: The request
 
@@ -136,8 +128,8 @@ struct SessionSettings: Sendable, Hashable {
     /// win, as in Foundation), its timeout when the request kept the default, its cache policy
     /// when the request kept the default, and (on Apple) its cookies — unless the app set a
     /// `Cookie` field on the request itself, which Apple's loader sends instead of the jar's
-    /// (Docs/foundation-facts.md, A23). The jar's cookies do replace a `Cookie` in the
-    /// session's additional headers, as they do without the layer (A23).
+    /// (Docs/foundation-facts.md, A25). The jar's cookies do replace a `Cookie` in the
+    /// session's additional headers, as they do without the layer (A25).
     func apply(to request: URLRequest, addingCookies: Bool = addsSessionCookies) -> URLRequest {
         // A request without a URL is not the cache's; corelibs traps when one is changed.
         guard request.url != nil else { return request }
@@ -193,7 +185,7 @@ struct SessionSettings: Sendable, Hashable {
     /// `URLSession._Configuration.configure`, run for such a redirect, replaces any `Cookie`
     /// field), so a cookie set on the way is sent on the next hop. With `perHop` (Apple's loader)
     /// a `Cookie` field still on the request is the app's own, which wins over the jar's
-    /// (Docs/foundation-facts.md, A23). Make it with `redirected(_:from:perHop:)` first.
+    /// (Docs/foundation-facts.md, A25). Make it with `redirected(_:from:perHop:)` first.
     func followingRedirect(_ request: URLRequest, perHop: Bool = Self.redirectsPerHop) -> URLRequest {
         if perHop, request.value(forHTTPHeaderField: "Cookie") != nil { return request }
         return Self.addingCookies(of: recorded.configuration, to: request)
@@ -206,7 +198,7 @@ struct SessionSettings: Sendable, Hashable {
 
     /// `target`, the request a redirect of `request` leads to (`CachingPolicy.redirectTarget`
     /// copies every header field of `request`), as the platform's loader makes it. With
-    /// `perHop` (Apple's loader, Docs/foundation-facts.md, A6, A19, A23): without the `Cookie`
+    /// `perHop` (Apple's loader, Docs/foundation-facts.md, A6, A19, A25): without the `Cookie`
     /// field this layer put on `request` for the session (`CacheRequest.cookieIsSessions`; the
     /// next hop gets the jar's for its own URL when it is loaded, or from `followingRedirect`) —
     /// a `Cookie` the app set itself is copied like its other fields — and without
@@ -214,10 +206,17 @@ struct SessionSettings: Sendable, Hashable {
     /// presigned storage URL an API redirects to never gets the API's credentials. Otherwise
     /// (corelibs, L15) `target` as it is: corelibs copies the fields, and the layer does the same.
     func redirected(_ target: URLRequest, from request: CacheRequest, perHop: Bool = Self.redirectsPerHop) -> URLRequest {
+        redirected(target, from: request.urlRequest, cookieIsSessions: request.cookieIsSessions, perHop: perHop)
+    }
+
+    /// `redirected(_:from:perHop:)` for a request the layer does not look up (`PassThroughLoad`):
+    /// `cookieIsSessions` as `CacheRequest.cookieIsSessions` says it.
+    func redirected(_ target: URLRequest, from request: URLRequest, cookieIsSessions: Bool,
+                    perHop: Bool = Self.redirectsPerHop) -> URLRequest {
         guard perHop else { return target }
-        let dropsCookie = request.cookieIsSessions && target.value(forHTTPHeaderField: "Cookie") != nil
+        let dropsCookie = cookieIsSessions && target.value(forHTTPHeaderField: "Cookie") != nil
         let dropsAuthorization = target.value(forHTTPHeaderField: "Authorization") != nil
-            && request.urlRequest.url.flatMap(CredentialUse.origin(of:)) != target.url.flatMap(CredentialUse.origin(of:))
+            && request.url.flatMap(CredentialUse.origin(of:)) != target.url.flatMap(CredentialUse.origin(of:))
         guard dropsCookie || dropsAuthorization else { return target }
         var hop = target
         if dropsCookie { hop.setValue(nil, forHTTPHeaderField: "Cookie") }

@@ -83,7 +83,7 @@ final class CookieClaimTests: CachingTestCase {
         XCTAssertEqual(observed[1], observed[0])
     }
 
-    // MARK: A23: a Cookie field the app set itself
+    // MARK: A25: a Cookie field the app set itself
 
     /// What the origin receives at `/profile` for `request` from an ephemeral session whose jar
     /// holds `claim=1`, without and then with the layer; `configure` changes the configuration.
@@ -109,14 +109,14 @@ final class CookieClaimTests: CachingTestCase {
     /// Apple's documentation of `httpShouldHandleCookies`: a `Cookie` header the app sets on the
     /// request overrides all cookies from the cookie store. Without the layer the origin gets the
     /// app's field alone; with it, the same.
-    func testA23_aCookieTheAppSetsIsSentInsteadOfTheJars() async throws {
+    func testA25_aCookieTheAppSetsIsSentInsteadOfTheJars() async throws {
         let answers = try await originReceives(request("/profile", cookie: "app=2"))
         XCTAssertEqual(answers, ["cookie: app=2", "cookie: app=2"])
     }
 
     /// A `Cookie` in the session's additional headers is not the request's own: the jar's cookies
     /// are sent instead (couchbase-lite-ios pull request 1913).
-    func testA23_theJarsCookiesReplaceACookieInTheSessionsAdditionalHeaders() async throws {
+    func testA25_theJarsCookiesReplaceACookieInTheSessionsAdditionalHeaders() async throws {
         let answers = try await originReceives(request("/profile", cookie: nil)) { $0.httpAdditionalHeaders = ["Cookie": "extra=3"] }
         XCTAssertEqual(answers, ["cookie: claim=1", "cookie: claim=1"])
     }
@@ -124,7 +124,7 @@ final class CookieClaimTests: CachingTestCase {
     /// Reasoned from A19 (a hop's request copies the fields other than `Authorization`) and the
     /// documentation above: the app's own `Cookie` reaches the redirect's target too, instead of
     /// the jar's for the target's URL.
-    func testA23_aCookieTheAppSetIsCopiedToARedirectHop() async throws {
+    func testA25_aCookieTheAppSetIsCopiedToARedirectHop() async throws {
         origin.handle("/hop") { _ in OriginResponse(status: 302, headers: [HTTPField("Location", "/profile")]) }
         let answers = try await originReceives(request("/hop", cookie: "app=2"))
         XCTAssertEqual(answers, ["cookie: app=2", "cookie: app=2"])

@@ -7,10 +7,10 @@ import XCTest
 @testable import CachingProtocol
 
 /// A `Cookie` field the app set on its request, with Apple's rules at the engine seam
-/// (`addingCookies`, `perHop`; Docs/foundation-facts.md, A23): Apple's loader sends the app's
+/// (`addingCookies`, `perHop`; Docs/foundation-facts.md, A25): Apple's loader sends the app's
 /// field instead of the jar's cookies, copies it to a redirect hop like the app's other fields,
 /// and the answer is stored under the cookie the origin received. The Apple claim kit checks the
-/// loader itself (`CookieClaimTests`, A23); the Linux pair is in `SessionBehaviourPairTests`.
+/// loader itself (`CookieClaimTests`, A25); the Linux pair is in `SessionBehaviourPairTests`.
 final class AppCookieTests: EngineTestCase {
     private let url = URL(string: "https://api.example.com/feed")!
 
@@ -57,7 +57,7 @@ final class AppCookieTests: EngineTestCase {
 
     /// A `Cookie` in the session's additional headers is not the request's own: the jar's
     /// cookies replace it when the jar has some for the URL, as couchbase-lite-ios found of
-    /// Apple's loader (A23).
+    /// Apple's loader (A25).
     func testTheJarsCookiesReplaceACookieInTheSessionsAdditionalHeaders() {
         let withJar = sent(appRequest(cookie: nil), from: settings(additionalHeaders: ["Cookie": "extra=3"]))
         XCTAssertEqual(withJar.urlRequest.value(forHTTPHeaderField: "Cookie"), "jar=1")
