@@ -90,7 +90,7 @@ extension CacheEngine {
                              viaStoredRedirect: Bool) {
         func next(_ request: CacheRequest) -> Load {
             // Sent by the same loader: with the fields it adds (`CacheRequest.fieldsAddedWhenSent`).
-            load.following(settings.partitioned(request.sent(with: load.request.fieldsAddedWhenSent)), from: settings,
+            load.following(partitioned(request.sent(with: load.request.fieldsAddedWhenSent), from: settings), from: settings,
                            viaStoredRedirect: viaStoredRedirect)
         }
         let lookedUp: CacheRequest?

@@ -74,7 +74,7 @@ final class AppCookieTests: EngineTestCase {
     func testTheAnswerIsStoredUnderTheCookieTheOriginReceives() {
         let session = settings()
         let request = sent(appRequest(cookie: "app=2"), from: session)
-        XCTAssertEqual(request.credentialFingerprint, CacheRequest.credentialFingerprint(authorization: nil, cookie: "app=2"))
+        XCTAssertEqual(request.partition.user, CachingUserIdentity.digest(authorization: nil, cookie: "app=2"))
         guard case .goesOn(let pending) = engine.lookUp(request, from: session) else { return XCTFail("a miss") }
         let client = RecordingLoadClient()
         _ = engine.resume(pending, client: client)
@@ -82,7 +82,7 @@ final class AppCookieTests: EngineTestCase {
         XCTAssertEqual(upstream.sent[0].header("Cookie"), "app=2", "the origin gets the app's cookie, not the jar's")
         upstream.respond(0, status: 200, headers: ["Cache-Control": "public, max-age=600"], body: Data("app's".utf8))
         wait(for: [client.answered], timeout: 10)
-        XCTAssertEqual(store.entry(request.key)?.credentialFingerprint, request.credentialFingerprint)
+        XCTAssertEqual(store.entry(request.key)?.partition, request.partition)
 
         guard case .answered = engine.lookUp(sent(appRequest(cookie: "app=2"), from: session), from: session) else {
             return XCTFail("the same cookie is a hit")
