@@ -204,6 +204,33 @@ enum FileIO {
         }
     }
 
+    /// Writes all of `data` at `offset` of an open file, without moving its file offset.
+    static func writeAll(_ descriptor: Int32, _ data: Data, at offset: Int, path: String) throws {
+        try data.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var done = 0
+            while done < buffer.count {
+                let count = pwrite(descriptor, base + done, buffer.count - done, off_t(offset + done))
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw FileError("write", path)
+                }
+                if count == 0 { throw FileError("write", path, code: ENOSPC) }
+                done += count
+            }
+        }
+    }
+
+    /// `count` bytes at `offset` of an open file; fewer only when the file ends first.
+    static func read(_ descriptor: Int32, count: Int, at offset: Int, path: String) throws -> Data {
+        var data = Data(count: count)
+        let received = try data.withUnsafeMutableBytes { buffer in
+            try readFully(descriptor, into: buffer, from: offset, path: path)
+        }
+        if received < count { data.count = received }
+        return data
+    }
+
     /// Atomically replaces `destination` with `source` (same directory).
     static func replaceItem(at destination: String, with source: String) throws {
         guard rename(source, destination) == 0 else { throw FileError("rename", destination) }
