@@ -103,6 +103,34 @@ final class ResourcePairTests: XCTestCase {
         XCTAssertLessThanOrEqual(with, without + 16 * 1024, "peak kB with the layer, against \(without) without")
     }
 
+    /// Four storable 40 MB bodies at once, each to a delegate that lets every piece go, with a
+    /// 1 GB disk tier (the largest entry 50 MB): each is stored, each written to its file as it
+    /// arrives, and the peak is within 16 MB of the peak without the layer (before: each body
+    /// was held whole until it was written, about 160 MB more).
+    func testFourStorableBodiesAtOnceAreWrittenAsTheyArriveNotKeptInMemory() throws {
+        let body = Self.body(40 * Self.megabyte)
+        origin.handle("/stored") { _ in OriginResponse(status: 200, headers: [HTTPField("Cache-Control", "max-age=600")], body: body) }
+        var peaks: [String: Int] = [:]
+        var outputs: [String: String] = [:]
+        for side in ["without", "with"] {
+            let run = try CacheTestToolRunner.run(["peak-memory-stored", side, origin.url("/stored").absoluteString,
+                                                   directory.appendingPathComponent(side).path, "4"])
+            XCTAssertEqual(run.status, 0, "\(side): \(run.errors)")
+            let line = run.output.split(separator: "\n").first { $0.hasPrefix("peak-rss-kb ") }
+            peaks[side] = line.flatMap { Int($0.dropFirst("peak-rss-kb ".count)) } ?? -1
+            outputs[side] = run.output
+        }
+        let without = try XCTUnwrap(peaks["without"]), with = try XCTUnwrap(peaks["with"])
+        print("peak-memory 4 × 40 MB stored: without \(without / 1024) MB, with \(with / 1024) MB\n\(outputs["with"] ?? "")")
+        for side in ["without", "with"] {
+            let results = outputs[side]?.split(separator: "\n").filter { $0.hasPrefix("result ") } ?? []
+            XCTAssertEqual(results, Array(repeating: "result status 200 bytes \(body.count)", count: 4), outputs[side] ?? "")
+        }
+        XCTAssertTrue(outputs["with"]?.contains("stored 4") == true, outputs["with"] ?? "")
+        XCTAssertGreaterThan(without, 0)
+        XCTAssertLessThanOrEqual(with, without + 16 * 1024, "peak kB with the layer, against \(without) without")
+    }
+
     // MARK: Sessions that come and go
 
     /// One session per token refresh, each with a fresh `Authorization` in its additional header
