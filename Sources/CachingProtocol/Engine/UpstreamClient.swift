@@ -326,11 +326,16 @@ private struct Transfer {
     var retrying = false
     var answeredWithCredential = false
     var responseDate: Date?
+    /// The head made when the response arrived, kept for the end: making one reads every header
+    /// field out of Foundation's dictionary.
+    var receivedHead: ReceivedHead?
 
     func head(_ response: HTTPURLResponse) -> ReceivedHead {
-        ReceivedHead(response: response,
-                     route: ResponseRoute(answeredWithCredential: answeredWithCredential),
-                     requestDate: requestDate, responseDate: responseDate ?? clock())
+        if let receivedHead, receivedHead.response === response,
+           receivedHead.route.answeredWithCredential == answeredWithCredential { return receivedHead }
+        return ReceivedHead(response: response,
+                            route: ResponseRoute(answeredWithCredential: answeredWithCredential),
+                            requestDate: requestDate, responseDate: responseDate ?? clock())
     }
 
     func finished(with response: HTTPURLResponse) -> ReceivedResponse {
@@ -463,15 +468,17 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
         let id = dataTask.taskIdentifier
-        let received = transfers.withLock { transfers -> (ReceivedHead, UpstreamListener)? in
+        let arrived = transfers.withLock { transfers -> Transfer? in
             guard var transfer = transfers[id] else { return nil }
             transfer.response = response as? HTTPURLResponse
             transfer.responseDate = transfer.clock()
             transfers[id] = transfer
-            guard let head = transfer.response, let listener = transfer.listener else { return nil }
-            return (transfer.head(head), listener)
+            return transfer
         }
-        if let (head, listener) = received {
+        guard let arrived, let response = arrived.response else { return completionHandler(.allow) }
+        let head = arrived.head(response)
+        transfers.withLock { $0[id]?.receivedHead = head }
+        if let listener = arrived.listener {
             let handling = listener.upstreamDidReceiveHead(head)
             transfers.withLock { transfers in
                 transfers[id]?.handling = handling

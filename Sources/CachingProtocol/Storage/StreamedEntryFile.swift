@@ -23,7 +23,7 @@ import Darwin
 final class StreamedEntryFile: Sendable {
     /// The most bytes handed to `append` and not yet written. Past it `append` waits for the
     /// disk: the transfer goes at the disk's pace rather than memory growing.
-    static let maximumPendingBytes = 4 << 20
+    static let maximumPendingBytes = 1 << 20
 
     /// The key of the record the file is for.
     let key: String

@@ -139,6 +139,8 @@ final class StreamedBodyTests: CachingTestCase {
     }
 
     func testACancelledLoadLeavesNothing() async throws {
+        // Three seconds per body: the cancel lands well before its end.
+        origin.network = SimulatedNetwork(roundTrip: 0, bytesPerSecond: 1_000_000)
         serve("/cancelled")
         let load = startLoad("/cancelled")
         await waitForTheMiddleOfTheBody()
@@ -171,6 +173,54 @@ final class StreamedBodyTests: CachingTestCase {
         XCTAssertTrue(statistics.diskProblem?.detail.contains("No space left") == true, "\(String(describing: statistics.diskProblem))")
         await waitUntil("the temporary file is deleted") { [directory] in CacheFiles.entryNames(in: directory!).isEmpty }
         assertNothingLeftAfterTheNextLaunch(in: directory)
+    }
+
+    /// A session with the harness session's settings (so its loads share exchanges with it)
+    /// whose tasks have `delegate`.
+    private func delegateSession(_ delegate: URLSessionDataDelegate) -> URLSession {
+        let sessionConfiguration = URLSessionConfiguration.default
+        sessionConfiguration.timeoutIntervalForRequest = 10
+        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration)
+        return URLSession(configuration: sessionConfiguration, delegate: delegate, delegateQueue: nil)
+    }
+
+    func testABodyADelegateTookPieceByPieceIsStoredWhole() async throws {
+        // Given an app whose delegate takes the body piece by piece (the layer keeps none of it)
+        serve("/pieces")
+        let collector = DelegateCollector()
+        let pieces = delegateSession(collector)
+        defer { pieces.finishTasksAndInvalidate() }
+        pieces.dataTask(with: request("/pieces")).resume()
+        await fulfillment(of: [collector.done], timeout: 30)
+        // Then the delegate got it whole, and it was stored from its file
+        XCTAssertEqual(collector.result.0, body)
+        XCTAssertGreaterThan(collector.result.3, 1, "in pieces")
+        cache.waitUntilSettled()
+        XCTAssertEqual(CacheFiles.entryNames(in: directory), [entryName("/pieces")])
+        let (data, response) = try await get("/pieces")
+        XCTAssertEqual(data, body)
+        XCTAssertEqual(cacheStatus(response)?.contains("hit"), true, cacheStatus(response) ?? "")
+        XCTAssertEqual(originMethods("/pieces"), ["GET"])
+    }
+
+    func testALoadThatJoinsAfterTheHeadGetsTheWholeBody() async throws {
+        // Given a delegate taking a body piece by piece, the layer keeping it only in its file
+        serve("/joined")
+        let collector = DelegateCollector()
+        let pieces = delegateSession(collector)
+        defer { pieces.finishTasksAndInvalidate() }
+        pieces.dataTask(with: request("/joined")).resume()
+        await waitForTheMiddleOfTheBody()
+        // When a completion handler asks for the same URL in the middle of the body, and joins
+        let late = startLoad("/joined")
+        let engine = Installation.engine(for: configuration)
+        let key = CacheKey.make(method: "GET", url: origin.url("/joined"))
+        await waitUntil("the late load joined") { engine.exchanges.waitingLoads(forKey: key) == 2 }
+        // Then both get the whole body from one request to the origin
+        await fulfillment(of: [collector.done, late.done], timeout: 30)
+        XCTAssertEqual(collector.result.0, body)
+        XCTAssertEqual(try XCTUnwrap(late.result.withLock { $0 }).get(), body)
+        XCTAssertEqual(originMethods("/joined"), ["GET"])
     }
 
     #if os(macOS) || os(Linux)
