@@ -110,8 +110,20 @@ extension CacheEngine {
             var withoutBody: (Exchange.Waiter) -> Bool = { _ in false }
             if !bodyInMemory, case .received = outcome.answer { withoutBody = { !listener.tookPiecesOnly($0.load) } }
             resolve(exchange, answering: answer, as: provenance,
-                   privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener), restarting: withoutBody)
+                   privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener),
+                   failingAfterTheHead: Self.failureAfterTheHead(result, listener), restarting: withoutBody)
         }
+    }
+
+    /// The loads that took the head of the response `result` ends (`ExchangeListener`), with
+    /// its error when the response failed after that head: they have seen part of that response,
+    /// so they fail as they fail without the layer, with the upstream's error — never a stored
+    /// copy or the cache's `504` behind that head (those go to the loads that did not take it).
+    private static func failureAfterTheHead(_ result: Result<ReceivedResponse, Error>,
+                                            _ listener: ExchangeListener) -> (loads: Set<ObjectIdentifier>, error: Error)? {
+        guard case .failure(let error) = result else { return nil }
+        let loads = listener.loadsGivenTheHead
+        return loads.isEmpty ? nil : (loads, error)
     }
 
     /// Whether `result` is the upstream request cancelled after the load that started the
@@ -153,11 +165,18 @@ extension CacheEngine {
     /// (nobody waits any more) it only retires it. An answer that is `privately` the load's that
     /// started the exchange (its app answered a challenge with a credential on the way, or it
     /// left) goes to that load only; the others start again, on their own, as do the loads
-    /// `restarting` picks (the answer lacks what they need).
+    /// `restarting` picks (the answer lacks what they need). The loads of `failingAfterTheHead`
+    /// get its error instead (`failureAfterTheHead`).
     private func resolve(_ exchange: Exchange, answering answer: Answer? = nil, as provenance: Provenance? = nil,
-                        privately: Bool = false, restarting: (Exchange.Waiter) -> Bool = { _ in false }) {
+                        privately: Bool = false, failingAfterTheHead failure: (loads: Set<ObjectIdentifier>, error: Error)? = nil,
+                        restarting: (Exchange.Waiter) -> Bool = { _ in false }) {
         guard let waiters = exchanges.close(exchange), let answer, let provenance else { return }
         for waiter in waiters {
+            if let failure, failure.loads.contains(ObjectIdentifier(waiter.load.handle)) {
+                let failed = Provenance(outcome: .failed, trip: provenance.trip, collapsed: waiter.collapsed)
+                deliver(.failure(failure.error), to: waiter.load, as: failed)
+                continue
+            }
             if privately && waiter.collapsed || restarting(waiter) {
                 var retried = waiter.load
                 retried.collapsible = false
@@ -227,8 +246,9 @@ final class ExchangeListener: UpstreamListener {
         /// The request being sent, so a response head can be judged.
         var sent = SentRequest.planned(method: "GET")
         var trip = CacheEngine.Trip()
-        /// The loads that got the response head, and so get the body's pieces.
-        var streamingTo: [LoadClient] = []
+        /// The loads that got the head of the response to the request sent last, and so get
+        /// the body's pieces.
+        var streamingTo: [Load] = []
         /// Those of them that need nothing more than the pieces (`Load.needsWholeBody` false),
         /// by their handles.
         var takingPiecesOnly: Set<ObjectIdentifier> = []
@@ -247,6 +267,11 @@ final class ExchangeListener: UpstreamListener {
 
     /// Whether the load that started the exchange left (it was cancelled) before the answer.
     var starterLeft: Bool { starter?.handle.isFinished ?? false }
+
+    /// The loads (by their handles) that got the head of the response to the request sent last.
+    var loadsGivenTheHead: Set<ObjectIdentifier> {
+        state.withLock { Set($0.streamingTo.map { ObjectIdentifier($0.handle) }) }
+    }
 
     /// Says which request of the exchange is sent next, with `method`.
     func expect(_ sent: SentRequest, method: String) {
@@ -335,7 +360,7 @@ final class ExchangeListener: UpstreamListener {
         }
         let response = engine.deliverable(head, status: engine.keyed(status, for: request))
         state.withLock { state in
-            state.streamingTo = waiters.map(\.load.client)
+            state.streamingTo = waiters.map(\.load)
             state.takingPiecesOnly = Set(waiters.filter { !$0.load.needsWholeBody }.map { ObjectIdentifier($0.load.handle) })
         }
         for waiter in waiters {
@@ -352,8 +377,8 @@ final class ExchangeListener: UpstreamListener {
     }
 
     func upstreamDidReceiveBody(_ data: Data) {
-        let (clients, file, limit) = state.withLock { ($0.streamingTo, $0.bodyFile, $0.bodyFileLimit) }
-        for client in clients { client.receiveChunk(data) }
+        let (loads, file, limit) = state.withLock { ($0.streamingTo, $0.bodyFile, $0.bodyFileLimit) }
+        for load in loads { load.client.receiveChunk(data) }
         guard let file else { return }
         guard file.appendedBytes + data.count <= limit else {
             // Larger than what may be stored: the file goes, and the exchange takes no more loads

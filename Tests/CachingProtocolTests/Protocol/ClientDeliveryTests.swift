@@ -74,6 +74,77 @@ final class ClientDeliveryTests: XCTestCase {
         withExtendedLifetime(owner) {}
     }
 
+    // MARK: After a streamed head
+
+    /// The same response as `response` as the layer ends it: another `Cache-Status`, the rest
+    /// the same.
+    private func sameResponse(cacheStatus: String) -> HTTPURLResponse {
+        HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                        headerFields: ["Content-Type": "text/plain", "Cache-Status": cacheStatus])!
+    }
+
+    /// Once a response's head went to the client, the load ends without an error only with the
+    /// end of that response; anything else — a stored copy, the cache's 504, a redirect — fails
+    /// it with the error of a connection lost mid-body. An error stays that error.
+    func testAfterAStreamedHeadOnlyTheEndOfThatResponseEndsTheLoad() {
+        let stored = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                                     headerFields: ["Content-Type": "text/plain", "ETag": "\"old\"", "Age": "61"])!
+        let gatewayTimeout = HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: ["Content-Length": "0"])!
+        let redirect = Answer.redirect(HTTPURLResponse(url: url, statusCode: 302, httpVersion: "HTTP/1.1", headerFields: ["Location": "/new"])!,
+                                       Data(), to: URLRequest(url: URL(string: "https://example.com/new")!))
+        let lost = "fail \(URLError.Code.networkConnectionLost.rawValue)"
+        let endings: [(String, Answer, String)] = [
+            ("the same response", .response(sameResponse(cacheStatus: "CachingProtocol; fwd=uri-miss; stored"), Data("hello".utf8)), "finish"),
+            ("a stored copy", .response(stored, Data("old".utf8)), lost),
+            ("the cache's 504", .response(gatewayTimeout, Data()), lost),
+            ("a redirect", redirect, lost),
+            ("an error", .failure(URLError(.timedOut)), "fail -1001"),
+        ]
+        var linuxStreaming = Self.linux
+        linuxStreaming.streamsBodies = true
+        for rules in [Self.apple, linuxStreaming] {
+            for (name, ending, last) in endings {
+                let (delivery, client, owner) = make(rules, executor: CallingThreadExecutor())
+                delivery.deliverHead(sameResponse(cacheStatus: "CachingProtocol; fwd=uri-miss"))
+                delivery.deliverChunk(Data("he".utf8))
+                delivery.deliver(ending)
+                XCTAssertEqual(client.calls, ["response 200", "data 2", last], name)
+                XCTAssertTrue(delivery.isStopped, name)
+                withExtendedLifetime(owner) {}
+            }
+        }
+    }
+
+    /// The delegate of an `async` call took the pieces as they came; the call gets the whole
+    /// body at the end — only when it is the body those pieces were of, byte count and all.
+    func testAnAsyncCallGetsTheWholeBodyOnlyWhenItIsTheOneItsDelegateTook() {
+        for (body, expected) in [("hello", ["response 200", "data 5", "finish"]),
+                                 ("hello, world", ["response 200", "fail \(URLError.Code.networkConnectionLost.rawValue)"]),
+                                 ("hel", ["response 200", "fail \(URLError.Code.networkConnectionLost.rawValue)"])] {
+            let (delivery, client, owner) = make(Self.linux, executor: CallingThreadExecutor())
+            delivery.bodyDelivery = .wholeAndRelayedAsItArrives
+            delivery.deliverHead(response)
+            delivery.deliverChunk(Data("he".utf8))
+            delivery.deliverChunk(Data("llo".utf8))
+            delivery.deliver(.response(response, Data(body.utf8)))
+            XCTAssertEqual(client.calls, expected, body)
+            withExtendedLifetime(owner) {}
+        }
+    }
+
+    /// A load takes one response: the head of a second one is not delivered, nor what follows
+    /// it, and the load fails at its end.
+    func testASecondHeadIsNotDeliveredAndTheLoadFails() {
+        let (delivery, client, owner) = make(Self.apple, executor: CallingThreadExecutor())
+        delivery.deliverHead(response)
+        delivery.deliverChunk(Data("he".utf8))
+        delivery.deliverHead(HTTPURLResponse(url: url, statusCode: 500, httpVersion: "HTTP/1.1", headerFields: [:])!)
+        delivery.deliverChunk(Data("oops".utf8))
+        delivery.deliver(.response(response, Data("heoops".utf8)))
+        XCTAssertEqual(client.calls, ["response 200", "data 2", "fail \(URLError.Code.networkConnectionLost.rawValue)"])
+        withExtendedLifetime(owner) {}
+    }
+
     func testARedirectIsReportedThenTheLoadEndsAsCancelled() {
         let (delivery, client, owner) = make(Self.apple, executor: CallingThreadExecutor())
         let moved = HTTPURLResponse(url: url, statusCode: 302, httpVersion: "HTTP/1.1", headerFields: ["Location": "/new"])!
