@@ -104,11 +104,14 @@ extension CacheEngine {
             case .failure(let error):
                 answer = .failure(error)
             }
-            let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason)
+            var provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason)
             // A body kept only in its file reached the loads that took its pieces; the others
             // (they joined after the head) start again, and find it stored, or fetch it.
             var withoutBody: (Exchange.Waiter) -> Bool = { _ in false }
-            if !bodyInMemory, case .received = outcome.answer { withoutBody = { !listener.tookPiecesOnly($0.load) } }
+            if case .success(let received) = result, !bodyInMemory || !received.isBodyKept, case .received = outcome.answer {
+                provenance.bodyTakenAsItArrived = received.bodyLength
+                if !bodyInMemory { withoutBody = { !listener.tookPiecesOnly($0.load) } }
+            }
             resolve(exchange, answering: answer, as: provenance,
                    privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener),
                    failingAfterTheHead: Self.failureAfterTheHead(result, listener), restarting: withoutBody)

@@ -339,6 +339,8 @@ final class CacheEngine: Sendable {
         var trip = Trip()
         var collapsed = false
         var notStored: NotStoredReason?
+        /// The length of a body the answer does not carry: the load took it as it arrived.
+        var bodyTakenAsItArrived: Int?
     }
 
     /// Hands `answer` to `load`'s client and counts it as `provenance` says — unless it is a
@@ -367,7 +369,7 @@ final class CacheEngine: Sendable {
     func account(_ answer: Answer, key: String, as provenance: Provenance, started: DispatchTime) {
         let (outcome, trip, collapsed) = (provenance.outcome, provenance.trip, provenance.collapsed)
         var delivered = 0
-        if case .response(_, let body) = answer { delivered = body.count }
+        if case .response(_, let body) = answer { delivered = provenance.bodyTakenAsItArrived ?? body.count }
         configuration.identity.counters.withLock { counters in
             switch outcome {
             case .hit: counters.hits += 1

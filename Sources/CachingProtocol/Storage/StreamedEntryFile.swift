@@ -23,7 +23,10 @@ import Darwin
 final class StreamedEntryFile: Sendable {
     /// The most bytes handed to `append` and not yet written. Past it `append` waits for the
     /// disk: the transfer goes at the disk's pace rather than memory growing.
-    static let maximumPendingBytes = 1 << 20
+    static let maximumPendingBytes = 2 << 20
+    /// The bytes gathered before the writes start: one wake-up of the file's queue per batch
+    /// rather than per piece (a piece is 16 KB at most on Linux).
+    static let batchBytes = 256 << 10
 
     /// The key of the record the file is for.
     let key: String
@@ -97,8 +100,8 @@ final class StreamedEntryFile: Sendable {
             state.pending.append(data)
             state.unwritten += data.count
             state.appended += data.count
-            let start = !state.writing
-            state.writing = true
+            let start = !state.writing && state.unwritten >= Self.batchBytes
+            if start { state.writing = true }
             state.appenderWaits = state.unwritten > Self.maximumPendingBytes
             return (start, state.appenderWaits)
         }
@@ -106,7 +109,8 @@ final class StreamedEntryFile: Sendable {
         if wait { room.wait() }
     }
 
-    /// Writes what was appended until nothing is left (on the file's queue).
+    /// Writes what was appended until nothing is left (on the file's queue), the pieces taken
+    /// at once in one write.
     private func writePending() {
         while true {
             let taken = state.withLock { state -> (pieces: [Data], offset: Int, checksum: StableHash.Streaming)? in
@@ -120,23 +124,17 @@ final class StreamedEntryFile: Sendable {
                 return (state.pending, bodyOffset + state.written, state.checksum)
             }
             guard var (pieces, offset, checksum) = taken else { return releaseAppender() }
-            var written = 0
-            var failure: Error?
-            for piece in pieces {
-                do {
-                    try FileIO.writeAll(descriptor, piece, at: offset, path: path)
-                } catch {
-                    failure = error
-                    break
-                }
-                checksum.combine(piece)
-                offset += piece.count
-                written += piece.count
-            }
             let total = pieces.reduce(0) { $0 + $1.count }
+            var failure: Error?
+            do {
+                try FileIO.writeAll(descriptor, pieces, at: offset, path: path)
+                for piece in pieces { checksum.combine(piece) }
+            } catch {
+                failure = error
+            }
             pieces = []
             let wakes = state.withLock { state -> Bool in
-                state.written += written
+                if failure == nil { state.written += total }
                 state.checksum = checksum
                 state.unwritten -= total
                 if let failure, state.failure == nil { state.failure = failure }
@@ -157,10 +155,10 @@ final class StreamedEntryFile: Sendable {
         if waits { room.signal() }
     }
 
-    /// Waits until every appended byte is written (or a write failed), then returns how many
-    /// body bytes the file holds and their checksum; throws the failure.
+    /// Writes every appended byte (or finds a write failed), then returns how many body bytes
+    /// the file holds and their checksum; throws the failure.
     private func writtenBody() throws -> (length: Int, checksum: StableHash.Streaming) {
-        queue.sync {}
+        queue.sync { writePending() }
         return try state.withLock { state in
             if let failure = state.failure { throw failure }
             return (state.written, state.checksum)
