@@ -67,13 +67,17 @@ extension CacheEngine {
         if case .success(let received) = result { recordTransfer(received) }
         let trip = listener.record(result)
         // The file the body went to as it arrived, when it holds all of it: the body is kept
-        // there, in memory too or not (`ExchangeListener.upstreamDidReceiveHead`).
+        // there, in memory too or not (`ExchangeListener.upstreamDidReceiveHead`). A file that
+        // does not (the transfer failed, a write failed) goes.
         var result = result
         var bodyInMemory = true
-        let bodyFile = listener.takeBodyFile()
-        if case .success(let received) = result, let bodyFile, bodyFile.appendedBytes == received.bodyLength {
+        var bodyFile = listener.takeBodyFile()
+        if case .success(let received) = result, let file = bodyFile, file.appendedBytes == received.bodyLength {
             bodyInMemory = received.isBodyKept
             result = .success(received.keptWhole())
+        } else {
+            bodyFile?.discard()
+            bodyFile = nil
         }
         var context = ExchangeContext(storedPart: nil, maximumEntrySize: store.maximumEntrySize, now: now, keyRules: configuration.rules)
         if case .success(let received) = result, received.head.status == 206 {
