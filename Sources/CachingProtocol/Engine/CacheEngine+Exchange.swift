@@ -108,17 +108,18 @@ extension CacheEngine {
             case .failure(let error):
                 answer = .failure(error)
             }
-            var provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason)
+            let streamed = listener.streamed
+            let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason,
+                                        streamed: streamed)
             // A body kept only in its file reached the loads that took its pieces; the others
             // (they joined after the head) start again, and find it stored, or fetch it.
             var withoutBody: (Exchange.Waiter) -> Bool = { _ in false }
-            if case .success(let received) = result, !bodyInMemory || !received.isBodyKept, case .received = outcome.answer {
-                provenance.bodyTakenAsItArrived = received.bodyLength
-                if !bodyInMemory { withoutBody = { !listener.tookPiecesOnly($0.load) } }
+            if !bodyInMemory, case .received = outcome.answer {
+                withoutBody = { !listener.tookPiecesOnly($0.load) }
             }
             resolve(exchange, answering: answer, as: provenance,
                    privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener),
-                   failingAfterTheHead: Self.failureAfterTheHead(result, listener), restarting: withoutBody)
+                   failingAfterTheHead: Self.failureAfterTheHead(result, givenTheHead: streamed.loads), restarting: withoutBody)
         }
     }
 
@@ -127,9 +128,8 @@ extension CacheEngine {
     /// so they fail as they fail without the layer, with the upstream's error — never a stored
     /// copy or the cache's `504` behind that head (those go to the loads that did not take it).
     private static func failureAfterTheHead(_ result: Result<ReceivedResponse, Error>,
-                                            _ listener: ExchangeListener) -> (loads: Set<ObjectIdentifier>, error: Error)? {
+                                            givenTheHead loads: Set<ObjectIdentifier>) -> (loads: Set<ObjectIdentifier>, error: Error)? {
         guard case .failure(let error) = result else { return nil }
-        let loads = listener.loadsGivenTheHead
         return loads.isEmpty ? nil : (loads, error)
     }
 
@@ -180,7 +180,8 @@ extension CacheEngine {
         guard let waiters = exchanges.close(exchange), let answer, let provenance else { return }
         for waiter in waiters {
             if let failure, failure.loads.contains(ObjectIdentifier(waiter.load.handle)) {
-                let failed = Provenance(outcome: .failed, trip: provenance.trip, collapsed: waiter.collapsed)
+                // What it got of the body before the failure counts as delivered.
+                let failed = Provenance(outcome: .failed, trip: provenance.trip, collapsed: waiter.collapsed, streamed: provenance.streamed)
                 deliver(.failure(failure.error), to: waiter.load, as: failed)
                 continue
             }
@@ -263,6 +264,8 @@ final class ExchangeListener: UpstreamListener {
         /// the most bytes it may take (`RecordStore.maximumEntrySize`).
         var bodyFile: StreamedEntryFile?
         var bodyFileLimit = 0
+        /// The body bytes relayed to them.
+        var relayedBytes = 0
     }
     private let state = Locked(State())
 
@@ -275,10 +278,6 @@ final class ExchangeListener: UpstreamListener {
     /// Whether the load that started the exchange left (it was cancelled) before the answer.
     var starterLeft: Bool { starter?.handle.isFinished ?? false }
 
-    /// The loads (by their handles) that got the head of the response to the request sent last.
-    var loadsGivenTheHead: Set<ObjectIdentifier> {
-        state.withLock { Set($0.streamingTo.map { ObjectIdentifier($0.handle) }) }
-    }
 
     /// Says which request of the exchange is sent next, with `method`.
     func expect(_ sent: SentRequest, method: String) {
@@ -287,10 +286,17 @@ final class ExchangeListener: UpstreamListener {
             state.trip.methods.append(method)
             state.streamingTo = []
             state.takingPiecesOnly = []
+            state.relayedBytes = 0
             defer { state.bodyFile = nil }
             return state.bodyFile
         }
         previousFile?.discard()
+    }
+
+    /// The loads (by their handles) that got the head of the response to the request sent last,
+    /// and how many body bytes they got.
+    var streamed: CacheEngine.Streamed {
+        state.withLock { CacheEngine.Streamed(loads: Set($0.streamingTo.map { ObjectIdentifier($0.handle) }), bytes: $0.relayedBytes) }
     }
 
     /// Counts the answer to the request sent last; returns the exchange's trip so far.
@@ -384,7 +390,10 @@ final class ExchangeListener: UpstreamListener {
     }
 
     func upstreamDidReceiveBody(_ data: Data) {
-        let (loads, file, limit) = state.withLock { ($0.streamingTo, $0.bodyFile, $0.bodyFileLimit) }
+        let (loads, file, limit) = state.withLock { state in
+            state.relayedBytes += data.count
+            return (state.streamingTo, state.bodyFile, state.bodyFileLimit)
+        }
         for load in loads { load.client.receiveChunk(data) }
         guard let file else { return }
         guard file.appendedBytes + data.count <= limit else {

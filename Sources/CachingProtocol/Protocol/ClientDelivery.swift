@@ -37,13 +37,20 @@ final class ClientDelivery: Sendable {
         /// session delegate, its own HTTP protocol to that task delegate too (`AsyncTaskDelegate`).
         var relaysBodiesToAsyncTaskDelegates = false
 
-        #if canImport(FoundationNetworking)
-        static let platform = Rules(streamsBodies: false, holdsLockAcrossClientCalls: true,
+        /// swift-corelibs-foundation's client.
+        static let corelibs = Rules(streamsBodies: false, holdsLockAcrossClientCalls: true,
                                     forwardsChallenges: false, reportsRedirects: false,
                                     relaysBodiesToAsyncTaskDelegates: true)
+        /// Apple's client (tests run it on Linux through `CachingURLProtocol.deliveryRules`).
+        static let apple = Rules(streamsBodies: true, holdsLockAcrossClientCalls: false,
+                                 forwardsChallenges: true, reportsRedirects: true)
+
+        /// The client of the platform the package was built for. Not one of `LoaderRules`: the
+        /// client is the platform's own code, which a test process cannot switch.
+        #if canImport(FoundationNetworking)
+        static let platform = corelibs
         #else
-        static let platform = Rules(streamsBodies: true, holdsLockAcrossClientCalls: false,
-                                    forwardsChallenges: true, reportsRedirects: true)
+        static let platform = apple
         #endif
     }
 

@@ -9,7 +9,7 @@ import XCTest
 /// The engine on its own, for the engine's tests: a fake upstream the test answers by hand, a
 /// fake store, a manual clock. The configuration's cache is not the engine's store: the engine
 /// reads only its settings (policy, clock, revalidation, collapsing, observer).
-class EngineTestCase: XCTestCase {
+class EngineTestCase: LoaderRulesTestCase {
     var clock: ManualClock!
     var upstream: FakeUpstream!
     var store: FakeStore!

@@ -10,7 +10,7 @@ import XCTest
 /// it is complete is collected by Foundation when an app's protocol class comes first in the
 /// upstream session (a completion-handler task on Linux), and a challenge still ends with the
 /// 401 and its body, never a hang.
-final class UpstreamClientTests: XCTestCase {
+final class UpstreamClientTests: LoaderRulesTestCase {
     private var origin: LoopbackOrigin!
     private var client: UpstreamClient!
     /// A client whose session asks an app's protocol class (one that takes nothing) first.

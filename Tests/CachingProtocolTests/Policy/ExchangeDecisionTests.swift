@@ -8,7 +8,7 @@ import XCTest
 /// The policy's two pure steps around the network, as tables: what to do with a request
 /// (`plan`: answer, send — and why, for `Cache-Status` — or refuse), and what an answer from the
 /// origin means (`step`: store what, answer with what, or fetch the body).
-final class ExchangeDecisionTests: XCTestCase {
+final class ExchangeDecisionTests: LoaderRulesTestCase {
     private typealias F = PolicyFixtures
 
     private func describe(_ plan: LoadPlan) -> String {

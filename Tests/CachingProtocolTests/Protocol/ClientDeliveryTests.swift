@@ -8,14 +8,13 @@ import XCTest
 /// The delivery seam as a unit: where client calls run (an injected executor stands in for
 /// Apple's client thread), streamed versus whole bodies, redirect reports and forwarded
 /// challenges, and nothing after `stopLoading`. Both platforms' rules run here, on Linux.
-final class ClientDeliveryTests: XCTestCase {
+final class ClientDeliveryTests: LoaderRulesTestCase {
     private let url = URL(string: "https://example.com/feed")!
     private var response: HTTPURLResponse {
         HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Content-Type": "text/plain"])!
     }
 
-    private static let apple = ClientDelivery.Rules(streamsBodies: true, holdsLockAcrossClientCalls: false,
-                                                    forwardsChallenges: true, reportsRedirects: true)
+    private static let apple = ClientDelivery.Rules.apple
     private static let linux = ClientDelivery.Rules(streamsBodies: false, holdsLockAcrossClientCalls: true,
                                                     forwardsChallenges: false, reportsRedirects: false)
 
@@ -323,7 +322,8 @@ struct SendableSpecificKey: @unchecked Sendable {
 
 /// A `URLProtocolClient` that records the calls it gets.
 final class RecordingClient: NSObject, URLProtocolClient, Sendable {
-    private let recorded = Locked<(calls: [String], challenges: [URLAuthenticationChallenge])>(([], []))
+    private let recorded = Locked<(calls: [String], challenges: [URLAuthenticationChallenge], response: HTTPURLResponse?, body: Data)>(
+        ([], [], nil, Data()))
     /// When set, each call is recorded with where it ran: "on the marked queue" (a queue whose
     /// specific for this key is true) or "elsewhere".
     private let queueMarker: SendableSpecificKey?
@@ -336,6 +336,9 @@ final class RecordingClient: NSObject, URLProtocolClient, Sendable {
 
     var calls: [String] { recorded.withLock { $0.calls } }
     var challenges: [URLAuthenticationChallenge] { recorded.withLock { $0.challenges } }
+    /// The last response received, and every body byte loaded, in order.
+    var response: HTTPURLResponse? { recorded.withLock { $0.response } }
+    var body: Data { recorded.withLock { $0.body } }
 
     private func record(_ call: String) {
         var entry = call
@@ -352,9 +355,11 @@ final class RecordingClient: NSObject, URLProtocolClient, Sendable {
         record("cached response is valid")
     }
     func urlProtocol(_ protocol: URLProtocol, didReceive response: URLResponse, cacheStoragePolicy policy: URLCache.StoragePolicy) {
+        recorded.withLock { $0.response = response as? HTTPURLResponse }
         record("response \((response as? HTTPURLResponse)?.statusCode ?? 0)")
     }
     func urlProtocol(_ protocol: URLProtocol, didLoad data: Data) {
+        recorded.withLock { $0.body.append(data) }
         record("data \(data.count)")
     }
     func urlProtocolDidFinishLoading(_ protocol: URLProtocol) {

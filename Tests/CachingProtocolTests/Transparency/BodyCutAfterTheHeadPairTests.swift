@@ -44,7 +44,7 @@ final class BodyCutAfterTheHeadPairTests: CachingTestCase {
     /// Nothing of the new body is stored; the old response is, whole.
     private func assertTheOldResponseStaysStored(_ path: String, file: StaticString = #filePath, line: UInt = #line) {
         cache.waitUntilSettled()
-        XCTAssertEqual(cache.cachedResponse(for: request(path))?.data, old, "the old body stays stored, whole", file: file, line: line)
+        XCTAssertEqual(storedBody(path), old, "the old body stays stored, whole", file: file, line: line)
         XCTAssertEqual(CacheFiles.files(in: directory, containing: new.prefix(512)), [], "no byte of the new body on disk",
                        file: file, line: line)
     }

@@ -61,10 +61,16 @@ final class ReloadPairTests: CachingTestCase {
             XCTAssertEqual(without.result, "first: 200 with the stored body; reloaded: \(expected)", "\(name)\n\(without)")
             XCTAssertEqual(with, without, name)
             XCTAssertEqual(with.layerAnswers, 2, name)
-            // What was stored stays: a load that lets the cache decide is a hit.
+            // What was stored stays: a load that lets the cache decide, through a session made as
+            // the pair's (its answers are kept under the same partition), is a hit.
             failure.withLock { $0 = nil }
             origin.resetLog()
-            let (data, _) = try await get(path)
+            let again = URLSessionConfiguration.ephemeral
+            again.timeoutIntervalForRequest = 10
+            CachingURLProtocol.inject(into: again, using: caching)
+            let sameKind = URLSession(configuration: again)
+            defer { sameKind.finishTasksAndInvalidate() }
+            let (data, _) = try await sameKind.data(for: request(path))
             XCTAssertEqual(data, old, name)
             XCTAssertEqual(origin.requests(to: path).count, 0, "\(name): a hit")
         }
