@@ -123,7 +123,9 @@ final class StreamedEntryFile: Sendable {
                 defer { state.pending = [] }
                 return (state.pending, bodyOffset + state.written, state.checksum)
             }
-            guard var (pieces, offset, checksum) = taken else { return releaseAppender() }
+            guard let taken else { return releaseAppender() }
+            var (pieces, checksum) = (taken.pieces, taken.checksum)
+            let offset = taken.offset
             let total = pieces.reduce(0) { $0 + $1.count }
             var failure: Error?
             do {
