@@ -180,7 +180,8 @@ final class StreamedBodyTests: CachingTestCase {
     private func delegateSession(_ delegate: URLSessionDataDelegate) -> URLSession {
         let sessionConfiguration = URLSessionConfiguration.default
         sessionConfiguration.timeoutIntervalForRequest = 10
-        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration)
+        // Named, so with Apple's loader rules too its answers share the test session's partition.
+        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration, delegate: delegate)
         return URLSession(configuration: sessionConfiguration, delegate: delegate, delegateQueue: nil)
     }
 
