@@ -36,6 +36,20 @@ public enum BenchmarkCommand {
                 return fail("\(error)")
             }
         }
+        if remaining.first == "--fresh-side" {
+            // A child of the miss group: `--fresh-side SIDE --bytes N` (see `measureFreshMiss`).
+            let side = remaining.dropFirst().first ?? ""
+            guard ["direct", "layered"].contains(side), remaining.dropFirst(2).first == "--bytes",
+                  let bytes = remaining.dropFirst(3).first.flatMap({ Int($0) }), bytes > 0 else {
+                return fail("--fresh-side needs direct or layered and --bytes N")
+            }
+            do {
+                print(try BenchmarkSuite.measureFreshMiss(side: side, bytes: bytes))
+                return 0
+            } catch {
+                return fail("\(error)")
+            }
+        }
         if remaining.first == "--launch-side" {
             // A child of the scaling group: `--launch-side SIDE --directory D --probe URL` (see `launch`).
             let values = Array(remaining)

@@ -50,6 +50,8 @@ extension BenchmarkSuite {
                     countsStoring: true, cache: cache,
                     direct: { try self.fetch(direct, origin.url("/large?direct-disk=\($0)"), expecting: large) },
                     layered: { try self.fetch(layered, origin.url("/large?layered-disk=\($0)"), expecting: large) })
+        // The same 10 MB miss in fresh processes, as a new user meets it.
+        try freshProcessMisses(bytes: 10 << 20, rounds: scale.freshRounds)
         // The same small miss without `Cache-Status`: the app then gets the origin's response
         // object itself, and the layer builds no `HTTPURLResponse` of its own.
         let withoutStatus = cachingSession(cache, addsCacheStatus: false)

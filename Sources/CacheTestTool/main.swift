@@ -1,13 +1,14 @@
 // A helper process for tests that need a process of their own: registration against
 // URLSession.shared (which exists once per process), with protocols the app registers too
-// (`registered-protocols`), the peak memory of one large body and the resources left after many
-// sessions (`peak-memory`, `token-refresh`), several processes sharing one cache directory
-// (`hammer`, `read-all`), a process killed in the middle of writes (`write-loop`, and
-// `write-past-limit` at a known point), a process that may not read the cache's files (`fill`,
-// then `read-all-as`), one that pins in a directory another process uses (`pin`, `pinned`), one
-// that takes the package's lock twice (`relock`, Apple platforms), the stress run (`stress`: many
-// sessions on a flaky origin, StressWorkload), and an app that cancels every task it starts
-// (`cancel-race`, `cancel-rates`: CancelRace). Not a user-facing tool.
+// (`registered-protocols`), the peak memory of one large body and of several stored ones, and the
+// resources left after many sessions (`peak-memory`, `peak-memory-stored`, `token-refresh`),
+// several processes sharing one cache directory (`hammer`, `read-all`, `load`), a process killed
+// in the middle of writes (`write-loop`, and `write-past-limit` at a known point) or of a body
+// (`load`), a process that may not read the cache's files (`fill`, then `read-all-as`), one that
+// pins in a directory another process uses (`pin`, `pinned`), one that takes the package's lock
+// twice (`relock`, Apple platforms), the stress run (`stress`: many sessions on a flaky origin,
+// StressWorkload), and an app that cancels every task it starts (`cancel-race`, `cancel-rates`:
+// CancelRace). Not a user-facing tool.
 import CachingProtocol
 import Foundation
 #if canImport(FoundationNetworking)
@@ -196,6 +197,52 @@ func peakMemory(withLayer: Bool, url: URL, directory: String) -> Never {
     print("result \(delegate.state.read { $0.outcome })")
     print("peak-rss-kb \(processStatus("VmHWM"))")
     if withLayer { print("not-stored \(notStored.read { $0 })") }
+    exit(0)
+}
+
+/// peak-memory-stored with|without BASE-URL DIR COUNT: COUNT GETs at once of BASE-URL?0 …
+/// ?COUNT-1, each the task of a delegate that lets every piece go, on a session made from the
+/// default configuration, with the layer injected (a cache of 1 GB on disk in DIR, so each body
+/// of up to 50 MB may be stored) or not. Prints each outcome, the peak resident size (`VmHWM`,
+/// kB), and with the layer how many entries are on disk once the writes settled.
+func peakMemoryStored(withLayer: Bool, base: URL, directory: String, count: Int) -> Never {
+    let configuration = URLSessionConfiguration.default
+    let cache = withLayer ? CachingURLCache(memoryCapacity: 8 << 20, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: directory)) : nil
+    if let cache { CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache)) }
+    let delegates = (0..<count).map { _ in DiscardingDelegate() }
+    let sessions = delegates.map { URLSession(configuration: configuration, delegate: $0, delegateQueue: nil) }
+    for (index, session) in sessions.enumerated() {
+        session.dataTask(with: URL(string: base.absoluteString + "?\(index)")!).resume()
+    }
+    for delegate in delegates { delegate.done.wait() }
+    for delegate in delegates { print("result \(delegate.state.read { $0.outcome })") }
+    print("peak-rss-kb \(processStatus("VmHWM"))")
+    if let cache {
+        cache.waitUntilSettled()
+        print("stored \(cache.statistics.disk.entryCount)")
+    }
+    exit(0)
+}
+
+/// load BASE-URL DIR: one GET of BASE-URL through a session with the layer (a cache of 1 GB on
+/// disk in DIR), as a completion handler; prints "loading" once the task is resumed, then the
+/// outcome, and "settled" once the cache's writes have settled.
+func loadOnce(url: URL, directory: String) -> Never {
+    let cache = CachingURLCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: directory))
+    let configuration = URLSessionConfiguration.default
+    CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache))
+    let session = URLSession(configuration: configuration)
+    let done = DispatchSemaphore(value: 0)
+    let outcome = AppProtocols.Record("")
+    session.dataTask(with: url) { data, response, error in
+        outcome.change { $0 = describe(data, response, error) }
+        done.signal()
+    }.resume()
+    say("loading")
+    done.wait()
+    say("result \(outcome.read { $0 })")
+    cache.waitUntilSettled()
+    say("settled")
     exit(0)
 }
 
@@ -486,6 +533,15 @@ case "peak-memory":
         fail("usage: peak-memory with|without URL DIR")
     }
     peakMemory(withLayer: arguments[1] == "with", url: url, directory: arguments[3])
+case "peak-memory-stored":
+    guard arguments.count == 5, ["with", "without"].contains(arguments[1]), let base = URL(string: arguments[2]),
+          let count = Int(arguments[4]), count > 0 else {
+        fail("usage: peak-memory-stored with|without BASE-URL DIR COUNT")
+    }
+    peakMemoryStored(withLayer: arguments[1] == "with", base: base, directory: arguments[3], count: count)
+case "load":
+    guard arguments.count == 3, let url = URL(string: arguments[1]) else { fail("usage: load URL DIR") }
+    loadOnce(url: url, directory: arguments[2])
 case "cancel-race":
     // cancel-race redirects|delegate-redirects|plain with|without SECONDS DIR: one run of CancelRace.
     guard arguments.count == 5, let pattern = CancelRace.Pattern(rawValue: arguments[1]), ["with", "without"].contains(arguments[2]),

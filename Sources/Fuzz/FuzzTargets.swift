@@ -154,24 +154,27 @@ enum FuzzEntryPoints {
         }
     }
 
-    /// Entry content (the variants) from the input, framed as an entry file with a correct
-    /// length, header date and checksums, so the fuzzer reaches the structure parser behind
-    /// them: content the variant parser accepts must decode whole once framed.
+    /// Entry content (the bodies and the variants) from the input, framed as an entry file with
+    /// a correct length, header date, variants offset and checksums, so the fuzzer reaches the
+    /// structure parser behind them: content the variant parser accepts must decode whole once
+    /// framed. The input: a key length byte, the key, the bodies' length (u16), the bodies, the
+    /// variants.
     static func framedEntryDecoding(_ bytes: UnsafeRawBufferPointer) {
         var input = FuzzInput(bytes)
         let key = String(decoding: input.bytes(Int(input.byte() % 48)), as: UTF8.self)
-        let content = input.rest()
+        let bodies = input.bytes(Int(input.u16()))
+        let variants = input.rest()
         let parsed: [CacheEntry]
         do {
-            parsed = try EntryCodec.decodeVariants(content)
+            parsed = try EntryCodec.decodeVariants(variants, bodies: bodies)
         } catch {
             // Rejected content must be rejected framed too.
-            let frame = Self.frame(key: key, latestResponseDate: Date(timeIntervalSinceReferenceDate: 0), content: content)
+            let frame = Self.frame(key: key, latestResponseDate: Date(timeIntervalSinceReferenceDate: 0), bodies: bodies, variants: variants)
             check(frame.withUnsafeBytes({ try? EntryCodec.decode($0, expectedKey: key) }) == nil, "rejected content stays rejected")
             return
         }
         let date = CacheRecord(key: key, variants: parsed).latestResponseDate
-        let frame = Self.frame(key: key, latestResponseDate: date, content: content)
+        let frame = Self.frame(key: key, latestResponseDate: date, bodies: bodies, variants: variants)
         guard let record = frame.withUnsafeBytes({ try? EntryCodec.decode($0, expectedKey: key) }) else {
             return check(false, "accepted content decodes once framed")
         }
@@ -243,7 +246,12 @@ enum FuzzEntryPoints {
 
     private static func checkDecoded(_ record: CacheRecord, encodedAs bytes: UnsafeRawBufferPointer) {
         let encoded = EntryCodec.encode(record)
-        check(encoded.elementsEqual(bytes), "an accepted entry re-encodes to the same bytes")
+        if bytes.count > 6, bytes[4] == UInt8(EntryCodec.version), bytes[5] == 0 {
+            check(encoded.elementsEqual(bytes), "an accepted entry re-encodes to the same bytes")
+        } else {
+            // A file of the version earlier builds wrote: this build writes the same record anew.
+            check((try? EntryCodec.decode(encoded)) == record, "an accepted older entry re-encodes to the same record")
+        }
         for entry in record.variants {
             for date in [entry.requestDate, entry.responseDate] {
                 check(date.timeIntervalSinceReferenceDate.isFinite, "dates are finite")
@@ -271,26 +279,30 @@ enum FuzzEntryPoints {
         check(reloaded.index.count == index.count && reloaded.index.byteCount == index.byteCount, "snapshot round-trips")
     }
 
-    /// An entry file around `content`: the header for `key` and `latestResponseDate`, then
-    /// `content`, then the trailer checksum, with the length and checksums made right.
-    static func frame(key: String, latestResponseDate: Date, content: UnsafeRawBufferPointer) -> Data {
+    /// An entry file around `bodies` and `variants`: the header for `key` and
+    /// `latestResponseDate`, then both, then the trailer (the variants' offset and the checksum),
+    /// with the length and checksums made right.
+    static func frame(key: String, latestResponseDate: Date, bodies: UnsafeRawBufferPointer, variants: UnsafeRawBufferPointer) -> Data {
         var head = Data()
-        func append<Value: FixedWidthInteger>(_ value: Value) {
-            withUnsafeBytes(of: value.littleEndian) { head.append(contentsOf: $0) }
+        func append<Value: FixedWidthInteger>(_ value: Value, to data: inout Data) {
+            withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) }
         }
         let keyBytes = Array(key.utf8)
-        let total = EntryCodec.fixedHeaderSize + keyBytes.count + EntryCodec.checksumSize + content.count + EntryCodec.checksumSize
-        append(EntryCodec.magic)
-        append(EntryCodec.version)
-        append(UInt16(0))
-        append(UInt64(total))
-        append(latestResponseDate.timeIntervalSinceReferenceDate.bitPattern)
-        append(UInt32(keyBytes.count))
+        let headerSize = EntryCodec.fixedHeaderSize + keyBytes.count + EntryCodec.checksumSize
+        let total = headerSize + bodies.count + variants.count + 8 + EntryCodec.checksumSize
+        append(EntryCodec.magic, to: &head)
+        append(EntryCodec.version, to: &head)
+        append(UInt16(0), to: &head)
+        append(UInt64(total), to: &head)
+        append(latestResponseDate.timeIntervalSinceReferenceDate.bitPattern, to: &head)
+        append(UInt32(keyBytes.count), to: &head)
         head.append(contentsOf: keyBytes)
-        append(head.withUnsafeBytes { StableHash.hash($0) })
-        head.append(contentsOf: content)
-        append(head.withUnsafeBytes { StableHash.hash($0) })
-        return head
+        append(head.withUnsafeBytes { StableHash.hash($0) }, to: &head)
+        var rest = Data(bodies)
+        rest.append(contentsOf: variants)
+        append(UInt64(headerSize + bodies.count), to: &rest)
+        append(rest.withUnsafeBytes { StableHash.hash($0) }, to: &rest)
+        return head + rest
     }
 
     /// Traps with `message` when `condition` is false: a finding.
@@ -341,11 +353,14 @@ enum FuzzEntryPoints {
         let record = CacheRecord(key: "GET https://example.com/feed?page=2", variants: [entry, entry])
         let encoded = [UInt8](EntryCodec.encode(record))
         add("storage", 0, "entry", encoded)
-        // The framed target takes key length, key, then the content after the header checksum.
+        // The framed target takes key length, key, the bodies' length and bodies, then the variants.
         let keyLength = record.key.utf8.count
-        let contentStart = EntryCodec.fixedHeaderSize + keyLength + EntryCodec.checksumSize
-        let content = Array(encoded[contentStart..<(encoded.count - EntryCodec.checksumSize)])
-        add("storage", 1, "framed-entry", [UInt8(keyLength)] + Array(record.key.utf8) + content)
+        let bodiesStart = EntryCodec.headerSize(forKey: record.key)
+        let trailerStart = encoded.count - 8 - EntryCodec.checksumSize
+        let variantsStart = encoded[trailerStart..<(trailerStart + 8)].reversed().reduce(0) { $0 << 8 | Int($1) }
+        let bodies = Array(encoded[bodiesStart..<variantsStart])
+        add("storage", 1, "framed-entry", [UInt8(keyLength)] + Array(record.key.utf8)
+            + [UInt8(bodies.count >> 8), UInt8(bodies.count & 0xFF)] + bodies + Array(encoded[variantsStart..<trailerStart]))
 
         var index = DiskIndex()
         for number in 0..<4 {

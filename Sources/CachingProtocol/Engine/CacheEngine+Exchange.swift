@@ -66,15 +66,31 @@ extension CacheEngine {
         let now = configuration.now()
         if case .success(let received) = result { recordTransfer(received) }
         let trip = listener.record(result)
+        // The file the body went to as it arrived, when it holds all of it: the body is kept
+        // there, in memory too or not (`ExchangeListener.upstreamDidReceiveHead`). A file that
+        // does not (the transfer failed, a write failed) goes.
+        var result = result
+        var bodyInMemory = true
+        var bodyFile = listener.takeBodyFile()
+        if case .success(let received) = result, let file = bodyFile, file.appendedBytes == received.bodyLength {
+            bodyInMemory = received.isBodyKept
+            result = .success(received.keptWhole())
+        } else {
+            bodyFile?.discard()
+            bodyFile = nil
+        }
         var context = ExchangeContext(storedPart: nil, maximumEntrySize: store.maximumEntrySize, now: now, keyRules: configuration.rules)
         if case .success(let received) = result, received.head.status == 206 {
             context.storedPart = CachingPolicy.matchingVariant(in: store.peek(request.key), for: request)
         }
         switch policy(for: request).step(after: result, to: sent, of: exchange.plan, for: request, context: context) {
         case .fetchBody:
+            bodyFile?.discard()
             send(.bodyAfterHead, in: exchange, listener: listener)
         case .finish(let outcome):
-            apply(outcome.storage, for: request)
+            // What is stored takes the file (and discards it if it does not keep it).
+            if case .store = outcome.storage {} else { bodyFile?.discard() }
+            apply(outcome.storage, for: request, bodyFile: bodyFile)
             if outcome.learnsNoStore { learnNoStore(request.key, at: now) }
             let answer: Answer
             switch outcome.answer {
@@ -95,9 +111,15 @@ extension CacheEngine {
             let streamed = listener.streamed
             let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason,
                                         streamed: streamed)
+            // A body kept only in its file reached the loads that took its pieces; the others
+            // (they joined after the head) start again, and find it stored, or fetch it.
+            var withoutBody: (Exchange.Waiter) -> Bool = { _ in false }
+            if !bodyInMemory, case .received = outcome.answer {
+                withoutBody = { !listener.tookPiecesOnly($0.load) }
+            }
             resolve(exchange, answering: answer, as: provenance,
                    privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener),
-                   failingAfterTheHead: Self.failureAfterTheHead(result, givenTheHead: streamed.loads))
+                   failingAfterTheHead: Self.failureAfterTheHead(result, givenTheHead: streamed.loads), restarting: withoutBody)
         }
     }
 
@@ -130,13 +152,15 @@ extension CacheEngine {
         }
     }
 
-    /// Carries out what the policy said to store.
-    private func apply(_ storage: ExchangeOutcome.Storage, for request: CacheRequest) {
+    /// Carries out what the policy said to store. `bodyFile` holds the body of the response
+    /// received, when it went to a file as it arrived: an entry made from that response is
+    /// stored with it.
+    private func apply(_ storage: ExchangeOutcome.Storage, for request: CacheRequest, bodyFile: StreamedEntryFile?) {
         switch storage {
         case .none:
             break
         case .store(let entry, let memoryOnly):
-            store.storeVariant(entry, key: request.key, memoryOnly: memoryOnly)
+            store.storeVariant(entry, key: request.key, memoryOnly: memoryOnly, bodyFile: bodyFile)
         case .removeVariant:
             store.removeVariant(forKey: request.key) { CachingPolicy.variant($0, matches: request) }
         case .removeRecords(let keys):
@@ -147,10 +171,12 @@ extension CacheEngine {
     /// Hands `answer` to every load that waits on `exchange` and retires it; with no answer
     /// (nobody waits any more) it only retires it. An answer that is `privately` the load's that
     /// started the exchange (its app answered a challenge with a credential on the way, or it
-    /// left) goes to that load only; the others start again, on their own. The loads of
-    /// `failingAfterTheHead` get its error instead (`failureAfterTheHead`).
+    /// left) goes to that load only; the others start again, on their own, as do the loads
+    /// `restarting` picks (the answer lacks what they need). The loads of `failingAfterTheHead`
+    /// get its error instead (`failureAfterTheHead`).
     private func resolve(_ exchange: Exchange, answering answer: Answer? = nil, as provenance: Provenance? = nil,
-                        privately: Bool = false, failingAfterTheHead failure: (loads: Set<ObjectIdentifier>, error: Error)? = nil) {
+                        privately: Bool = false, failingAfterTheHead failure: (loads: Set<ObjectIdentifier>, error: Error)? = nil,
+                        restarting: (Exchange.Waiter) -> Bool = { _ in false }) {
         guard let waiters = exchanges.close(exchange), let answer, let provenance else { return }
         for waiter in waiters {
             if let failure, failure.loads.contains(ObjectIdentifier(waiter.load.handle)) {
@@ -159,7 +185,7 @@ extension CacheEngine {
                 deliver(.failure(failure.error), to: waiter.load, as: failed)
                 continue
             }
-            if privately, waiter.collapsed {
+            if privately && waiter.collapsed || restarting(waiter) {
                 var retried = waiter.load
                 retried.collapsible = false
                 let load = retried
@@ -210,9 +236,11 @@ extension CacheEngine {
 
 /// What the loads of one exchange say while its upstream request runs: the load that started it
 /// answers challenges (a background exchange gives them default handling), and every waiting
-/// load that takes bodies as they arrive gets the response head and its body's pieces. It also
-/// keeps the exchange's `Trip`. (Redirects are not its business: the upstream session stops at
-/// each one, and the engine follows it for each load, `CacheEngine+Redirects`.)
+/// load that takes bodies as they arrive gets the response head and its body's pieces. A body
+/// that may be stored and is larger than what memory collects goes to its entry file as it
+/// arrives (`RecordStore.streamedEntryFile`). It also keeps the exchange's `Trip`. (Redirects
+/// are not its business: the upstream session stops at each one, and the engine follows it for
+/// each load, `CacheEngine+Redirects`.)
 ///
 /// A server-trust challenge for a session whose delegate judges trust is never given default
 /// handling: it goes to the starting load's client, or, when that client cannot pass it to the
@@ -232,6 +260,10 @@ final class ExchangeListener: UpstreamListener {
         /// Those of them that need nothing more than the pieces (`Load.needsWholeBody` false),
         /// by their handles.
         var takingPiecesOnly: Set<ObjectIdentifier> = []
+        /// The file the body of the response goes to as it arrives, while it may be stored, and
+        /// the most bytes it may take (`RecordStore.maximumEntrySize`).
+        var bodyFile: StreamedEntryFile?
+        var bodyFileLimit = 0
         /// The body bytes relayed to them.
         var relayedBytes = 0
     }
@@ -249,13 +281,16 @@ final class ExchangeListener: UpstreamListener {
 
     /// Says which request of the exchange is sent next, with `method`.
     func expect(_ sent: SentRequest, method: String) {
-        state.withLock { state in
+        let previousFile = state.withLock { state -> StreamedEntryFile? in
             state.sent = sent
             state.trip.methods.append(method)
             state.streamingTo = []
             state.takingPiecesOnly = []
             state.relayedBytes = 0
+            defer { state.bodyFile = nil }
+            return state.bodyFile
         }
+        previousFile?.discard()
     }
 
     /// The loads (by their handles) that got the head of the response to the request sent last,
@@ -278,6 +313,20 @@ final class ExchangeListener: UpstreamListener {
         }
     }
 
+    /// The file the body of the response received last went to, when it still may hold all of
+    /// it; the caller stores or discards it.
+    func takeBodyFile() -> StreamedEntryFile? {
+        state.withLock { state in
+            defer { state.bodyFile = nil }
+            return state.bodyFile
+        }
+    }
+
+    /// Whether `load` got the body's pieces as they arrived and needs nothing more.
+    func tookPiecesOnly(_ load: Load) -> Bool {
+        state.withLock { $0.takingPiecesOnly.contains(ObjectIdentifier(load.handle)) }
+    }
+
     func upstreamDidReceiveChallenge(_ challenge: URLAuthenticationChallenge,
                                      answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         let judgedByTheApp = exchange.id.settings.judgesServerTrust
@@ -288,22 +337,39 @@ final class ExchangeListener: UpstreamListener {
         starter.client.forward(challenge, reply: answer)
     }
 
-    /// Hands the head to the loads that take the body as it arrives, and says how much of the
-    /// body to keep: all of it while a load needs it whole (a completion handler, an `async`
-    /// call, a load that joins later); up to `maximumEntrySize` while it may be stored; none
-    /// when the head rules storing out (`no-store`, an event stream, a `Content-Length` over the
-    /// limit, a status or `Vary` the policy does not store, an answer only forwarded). Once the
-    /// body is not kept, the exchange takes no more loads: one coming later sends its own request.
+    /// Hands the head to the loads that take the body as it arrives, opens the body's file when
+    /// it may be stored and is larger than what memory collects, and says how much of the body
+    /// to keep in memory: all of it while a load needs it whole (a completion handler, an
+    /// `async` call, a load that joins later) and no file keeps it; up to `maximumEntrySize`
+    /// while it may be stored and no file keeps it; none when the head rules storing out
+    /// (`no-store`, an event stream, a `Content-Length` over the limit, a status or `Vary` the
+    /// policy does not store, an answer only forwarded) or when only loads that take the pieces
+    /// wait and a file keeps it. Once the body is kept nowhere, the exchange takes no more loads:
+    /// one coming later sends its own request.
     func upstreamDidReceiveHead(_ head: ReceivedHead) -> BodyHandling {
-        let sent = state.withLock { $0.sent }
         var waiters = exchange.waiting.filter(\.load.streamsBody)
         if head.route.answeredWithCredential { waiters = waiters.filter { !$0.collapsed } }
-        guard !waiters.isEmpty else { return .keepWhole }
+        let declared = head.response.expectedContentLength
+        let largeBody = engine.store.writesAsItArrives(bodyOfLength: declared >= 0 ? Int(clamping: declared) : nil)
+        guard !waiters.isEmpty || largeBody else { return .keepWhole }
+        let sent = state.withLock { $0.sent }
         let request = exchange.request
-        let policy = engine.policy(for: request)
         let context = ExchangeContext(storedPart: nil, maximumEntrySize: engine.store.maximumEntrySize, now: engine.configuration.now())
-        guard let status = policy.streamedStatus(of: head, to: sent, of: exchange.plan, for: request, context: context) else {
-            return .keepWhole
+        let status = engine.policy(for: request).streamedStatus(of: head, to: sent, of: exchange.plan, for: request, context: context)
+        // What may be stored says so in its `Cache-Status` (an answer only forwarded never is).
+        let mayBeStored = status?.stored == true
+        // A part is combined with what is stored; a response that sets a cookie stays in memory.
+        var bodyFile: StreamedEntryFile?
+        if largeBody, mayBeStored, head.status != 206, !CachingPolicy.isKeptInMemoryOnly(head.headers) {
+            bodyFile = engine.store.streamedEntryFile(forKey: request.key)
+            state.withLock { state in
+                state.bodyFile = bodyFile
+                state.bodyFileLimit = context.maximumEntrySize
+            }
+        }
+        guard !waiters.isEmpty, let status else {
+            // The body is the answer, whole (written to its file as well when there is one).
+            return BodyHandling(relays: bodyFile != nil, keepsUpTo: nil)
         }
         let response = engine.deliverable(head, status: engine.keyed(status, for: request))
         state.withLock { state in
@@ -314,27 +380,31 @@ final class ExchangeListener: UpstreamListener {
             let marked = waiter.load.followedStoredRedirect ? engine.markedAsReachedThroughStoredRedirect(response) : response
             waiter.load.client.receiveHead(marked)
         }
-        if mayBeStored(head, policy: policy, maximumEntrySize: context.maximumEntrySize) {
+        if bodyFile != nil {
+            return BodyHandling(relays: true, keepsUpTo: waiters.contains(where: \.load.needsWholeBody) ? nil : 0)
+        }
+        if mayBeStored {
             return BodyHandling(relays: true, keepsUpTo: context.maximumEntrySize)
         }
         return BodyHandling(relays: true, keepsUpTo: stopsKeepingBody() ? 0 : nil)
     }
 
     func upstreamDidReceiveBody(_ data: Data) {
-        let loads = state.withLock { state -> [Load] in
+        let (loads, file, limit) = state.withLock { state in
             state.relayedBytes += data.count
-            return state.streamingTo
+            return (state.streamingTo, state.bodyFile, state.bodyFileLimit)
         }
         for load in loads { load.client.receiveChunk(data) }
-    }
-
-    /// Whether the response `head` begins may still be stored once its body is in: an answer only
-    /// forwarded never is, others as their head lets the policy tell.
-    private func mayBeStored(_ head: ReceivedHead, policy: CachingPolicy, maximumEntrySize: Int) -> Bool {
-        if case .forward = exchange.plan { return false }
-        guard case .store = policy.storageDecision(for: head, request: exchange.request, bodyBytes: nil,
-                                                   maximumEntrySize: maximumEntrySize) else { return false }
-        return true
+        guard let file else { return }
+        guard file.appendedBytes + data.count <= limit else {
+            // Larger than what may be stored: the file goes, and the exchange takes no more loads
+            // when the body is kept nowhere else.
+            state.withLock { $0.bodyFile = nil }
+            file.discard()
+            _ = stopsKeepingBody()
+            return
+        }
+        file.append(data)
     }
 
     /// The body grew past `maximumEntrySize`: it will not be stored.

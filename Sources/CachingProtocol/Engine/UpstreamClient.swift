@@ -137,11 +137,17 @@ final class URLSessionUpstream: Upstream {
 final class UpstreamClient: Sendable {
     private let session: URLSession
     private let router: TransferRouter
+    #if canImport(FoundationNetworking)
+    /// The session asks a protocol class of the app's before Foundation's own (a stub, a
+    /// logger: `SessionSettings.upstreamConfiguration`), which may answer or relay its requests.
+    private let consultsAppProtocols: Bool
+    #endif
 
     /// A client whose session is made from `configuration`.
     init(configuration: URLSessionConfiguration) {
         router = TransferRouter()
         #if canImport(FoundationNetworking)
+        consultsAppProtocols = SessionSettings.firstFoundationProtocolIndex(in: configuration.protocolClasses ?? []) != 0
         // The delegate callbacks run where corelibs makes them, on the session's work queue (one
         // serial queue for every session): a response's head and each piece of its body reach the
         // app's client in order with the reads, as they reach a task's own delegate without the
@@ -160,15 +166,17 @@ final class UpstreamClient: Sendable {
     /// `clock` stamps the request and response dates (RFC 9111 `request_time`/`response_time`).
     ///
     /// `wholeBody`: a safe request (GET, HEAD) whose answer nobody needs before it is complete.
-    /// On Linux the task is then made
-    /// with a completion handler, so corelibs collects the body itself; a task with only the
-    /// session delegate gets one delegate-queue operation per received piece of at most 16 KB
-    /// (`_NativeProtocol.notifyDelegate(aboutReceivedData:)`), about 640 thread hand-offs for
-    /// 10 MB. Redirects still reach the session's delegate, which stops them (corelibs asks
-    /// `URLSessionTask.delegate`, which falls back to it). A challenge (a 401, raised once its
-    /// body is in) cannot be answered there without hanging the task
-    /// (Docs/foundation-facts.md, L14), so the request is sent again as a delegate task, which ends with the 401 for the
-    /// app's session to challenge. Elsewhere the flag changes nothing.
+    /// On Linux, when the session consults a protocol class of the app's first, the task is then
+    /// made with a completion handler: the cache gets from that class what a completion handler
+    /// gets without the layer — of a body it hands on in pieces, only the last
+    /// (Docs/foundation-facts.md, L10). Redirects still reach the session's delegate, which stops
+    /// them (corelibs asks `URLSessionTask.delegate`, which falls back to it). A challenge (a 401,
+    /// raised once its body is in) cannot be answered there without hanging the task
+    /// (Docs/foundation-facts.md, L14), so the request is sent again as a delegate task, which
+    /// ends with the 401 for the app's session to challenge. Every other task has only the
+    /// session delegate, whose callbacks run in place (`CallbacksInPlace`): each piece of a body
+    /// reaches the listener as it is read (a body the store keeps goes to its file as it
+    /// arrives), with no thread hand-off. Elsewhere the flag changes nothing.
     func send(
         _ request: URLRequest,
         wholeBody: Bool = false,
@@ -191,7 +199,7 @@ final class UpstreamClient: Sendable {
         var transfer = Transfer(requestDate: clock(), clock: clock, listener: listener, completion: completion)
         let task: URLSessionDataTask
         #if canImport(FoundationNetworking)
-        if wholeBody {
+        if wholeBody, consultsAppProtocols {
             transfer.retryAsDelegateTask = { [self] in
                 // Not when the caller cancelled meanwhile: then the cancellation is the answer.
                 guard !handle.isCancelled else { return completion(.failure(URLError(.cancelled))) }
@@ -317,11 +325,16 @@ private struct Transfer {
     var isCancelled = false
     var answeredWithCredential = false
     var responseDate: Date?
+    /// The head made when the response arrived, kept for the end: making one reads every header
+    /// field out of Foundation's dictionary.
+    var receivedHead: ReceivedHead?
 
     func head(_ response: HTTPURLResponse) -> ReceivedHead {
-        ReceivedHead(response: response,
-                     route: ResponseRoute(answeredWithCredential: answeredWithCredential),
-                     requestDate: requestDate, responseDate: responseDate ?? clock())
+        if let receivedHead, receivedHead.response === response,
+           receivedHead.route.answeredWithCredential == answeredWithCredential { return receivedHead }
+        return ReceivedHead(response: response,
+                            route: ResponseRoute(answeredWithCredential: answeredWithCredential),
+                            requestDate: requestDate, responseDate: responseDate ?? clock())
     }
 
     func finished(with response: HTTPURLResponse) -> ReceivedResponse {
@@ -473,15 +486,17 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
         let id = dataTask.taskIdentifier
-        let received = transfers.withLock { transfers -> (ReceivedHead, UpstreamListener)? in
+        let arrived = transfers.withLock { transfers -> Transfer? in
             guard var transfer = transfers[id] else { return nil }
             transfer.response = response as? HTTPURLResponse
             transfer.responseDate = transfer.clock()
             transfers[id] = transfer
-            guard let head = transfer.response, let listener = transfer.listener else { return nil }
-            return (transfer.head(head), listener)
+            return transfer
         }
-        if let (head, listener) = received {
+        guard let arrived, let response = arrived.response else { return completionHandler(.allow) }
+        let head = arrived.head(response)
+        transfers.withLock { $0[id]?.receivedHead = head }
+        if let listener = arrived.listener {
             let handling = listener.upstreamDidReceiveHead(head)
             transfers.withLock { transfers in
                 transfers[id]?.handling = handling

@@ -30,13 +30,15 @@ struct ReceivedHead: @unchecked Sendable {
 /// A response from the origin whose transfer ended without an error.
 struct ReceivedResponse: Sendable {
     let head: ReceivedHead
-    /// The body as the upstream kept it: every byte that arrived, unless `isBodyKept` is false.
+    /// The body as the upstream kept it: every byte that arrived, unless `isBodyKept` is false
+    /// or the body is kept in a file instead (`keptWhole()`).
     let body: Data
     /// How many body bytes arrived, kept or not.
     let bodyLength: Int
     /// False when the upstream stopped keeping the body once it could not be stored (it was
     /// too large, or its head ruled storing out) and only handed it on as it arrived
-    /// (`UpstreamListener.upstreamDidReceiveHead`).
+    /// (`UpstreamListener.upstreamDidReceiveHead`). True with a `body` shorter than
+    /// `bodyLength` when the body is kept whole in a file (`keptWhole()`).
     let isBodyKept: Bool
     /// Wall-clock seconds the transfer took, for the bandwidth estimate.
     let transferSeconds: TimeInterval
@@ -47,6 +49,12 @@ struct ReceivedResponse: Sendable {
         self.bodyLength = bodyLength ?? body.count
         self.isBodyKept = isBodyKept
         self.transferSeconds = transferSeconds
+    }
+
+    /// This response with its body kept whole, though `body` may not hold it: the engine wrote
+    /// every byte to a file as it arrived, which is stored with the entry made from it.
+    func keptWhole() -> ReceivedResponse {
+        ReceivedResponse(head: head, body: body, transferSeconds: transferSeconds, bodyLength: bodyLength, isBodyKept: true)
     }
 }
 

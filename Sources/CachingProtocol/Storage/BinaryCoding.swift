@@ -87,30 +87,44 @@ struct ByteWriter: ByteSink {
 /// Writes into a list of parts to be written one after another: small fields are gathered into
 /// buffers, and a body of `separateBodyBytes` or more becomes a part of its own — the `Data` it
 /// came in, not a copy — so a large response is never copied into a second buffer to be
-/// written. The checksum is kept as the bytes go by.
+/// written. The checksum is kept as the bytes go by, continuing the one it starts with.
 struct SegmentWriter: ByteSink {
     /// Bodies from this size on are kept as they are.
     static let separateBodyBytes = 16 << 10
 
     private var parts: [Data] = []
     private var current = Data()
-    private var checksum = StableHash.Streaming()
+    private var checksum: StableHash.Streaming
+    /// The bytes written so far.
+    private(set) var count = 0
+
+    /// A writer whose checksum goes on from `checksum` (of bytes written elsewhere before).
+    init(checksum: StableHash.Streaming = StableHash.Streaming()) {
+        self.checksum = checksum
+    }
 
     mutating func write(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         current.append(base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
         checksum.combine(bytes)
+        count += bytes.count
     }
 
-    mutating func writeData(_ value: Data) {
-        writeInteger(UInt64(value.count))
-        guard value.count >= Self.separateBodyBytes else { return value.withUnsafeBytes { write($0) } }
+    /// `body`'s bytes, with no count before them.
+    mutating func writeBody(_ body: Data) {
+        guard body.count >= Self.separateBodyBytes else { return body.withUnsafeBytes { write($0) } }
         if !current.isEmpty {
             parts.append(current)
             current = Data()
         }
-        parts.append(value)
-        checksum.combine(value)
+        parts.append(body)
+        checksum.combine(body)
+        count += body.count
+    }
+
+    mutating func writeData(_ value: Data) {
+        writeInteger(UInt64(value.count))
+        writeBody(value)
     }
 
     func checksumOfWrittenBytes() -> UInt64 {

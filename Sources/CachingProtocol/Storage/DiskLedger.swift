@@ -86,9 +86,9 @@ struct DiskLedger {
     // MARK: - What it holds
 
     var stagedCount: Int { staged.count }
-    /// The records handed to `store` and not written yet.
-    var stagedRecords: [CacheRecord] { staged.map(\.value.record) }
-    /// The summed cost of the staged records.
+    /// The records handed to `store` and not written yet, summarised, with their cost.
+    var stagedSummaries: [(summary: EntrySummary, cost: Int)] { staged.map { ($0.value.summary, $0.value.cost) } }
+    /// The bytes the staged records hold in memory.
     var stagedBytes: Int { staged.bytes }
     /// Whether the index lists every file the store may serve.
     var isIndexReady: Bool { phase.isComplete }
@@ -145,6 +145,7 @@ struct DiskLedger {
         let (plan, schedule) = plan(key, counting: counting, sizeLimit: sizeLimit, now: now)
         switch plan {
         case .staged: if counting { report.countLookup(found: true) }
+        case .stagedInFile: break  // counted once the body is read (`stagedBodyRead`)
         case .indexed, .unindexed: report.countFileReads()
         case .miss: if counting { report.countLookup(found: false) }
         case .deferred: break
@@ -154,9 +155,11 @@ struct DiskLedger {
 
     private mutating func plan(_ key: String, counting: Bool, sizeLimit: Int?, now: () -> Date) -> (ReadPlan, Bool) {
         let digest = EntryDigest(key: key)
-        if let record = staged[digest]?.record, record.key == key {
+        if let write = staged[digest], write.record.key == key {
             if counting { staged[digest]?.lastAccess = now() }
-            return (.staged(record), false)
+            guard let bodyFile = write.unreadBody else { return (.staged(write.record), false) }
+            if let sizeLimit, write.cost > sizeLimit { return (.deferred, false) }
+            return (.stagedInFile(write.record, bodyFile), false)
         }
         if let entry = index.entry(for: digest) {
             if let sizeLimit, entry.fileSize > sizeLimit { return (.deferred, false) }
@@ -180,6 +183,12 @@ struct DiskLedger {
         let removed = generation == nil && wasRemoved(digest, latestResponseDate: latestResponseDate)
         if counting { report.countLookup(found: !removed) }
         return !removed
+    }
+
+    /// A lookup read the body of a staged record from its streamed file (`ReadPlan.stagedInFile`):
+    /// counts the lookup, found or not (the file could not be read).
+    mutating func stagedBodyRead(found: Bool, counting: Bool) {
+        if counting { report.countLookup(found: found) }
     }
 
     /// A lookup found the file of `digest` missing (another process evicted it, or the directory
@@ -236,27 +245,39 @@ struct DiskLedger {
 
     /// Stages `record` (lookups see it at once, as used at `now`) and queues its write, unless one
     /// is queued for the digest already and has not started (this record replaces that one's).
-    /// A record larger than an entry may be is not staged, and what was stored for its key goes.
-    /// Returns whether a write was queued.
+    /// With `bodyFile`, the first variant's body is in that file (`record` may hold it in memory
+    /// too, or not at all), which the write makes the entry's file. A record larger than an
+    /// entry may be is not staged, and what was stored for its key goes. Returns whether a write
+    /// was queued.
     @discardableResult
-    mutating func stage(_ record: CacheRecord, cost: Int, at now: Date) -> Bool {
+    mutating func stage(_ record: CacheRecord, cost: Int, at now: Date, bodyFile: StreamedEntryFile? = nil) -> Bool {
         let digest = EntryDigest(key: record.key)
         guard cost <= maximumEntryBytes else {
             forget([digest])
             return false
         }
         sequence += 1
-        staged[digest] = Staged(record: record, sequence: sequence, lastAccess: now, cost: cost)
+        staged[digest] = Staged(record: record, sequence: sequence, lastAccess: now, cost: cost, bodyFile: bodyFile)
         guard scheduledWrites.insert(digest).inserted else { return false }  // coalesced
         enqueue(.write(digest))
         return true
     }
 
-    /// The worker starts writing `digest`: the staged record, its sequence and the largest file
-    /// it may write, or nil when it was removed meanwhile. A `stage` from now on queues another write.
-    mutating func beginWrite(_ digest: EntryDigest) -> (record: CacheRecord, sequence: UInt64, limit: Int)? {
+    /// What the worker writes for a staged record.
+    struct WriteJob {
+        var record: CacheRecord
+        var sequence: UInt64
+        /// The largest file it may write.
+        var limit: Int
+        /// The file that holds the first variant's body already, to be made whole and renamed.
+        var bodyFile: StreamedEntryFile?
+    }
+
+    /// The worker starts writing `digest`: the staged record's job, or nil when it was removed
+    /// meanwhile. A `stage` from now on queues another write.
+    mutating func beginWrite(_ digest: EntryDigest) -> WriteJob? {
         scheduledWrites.remove(digest)
-        return staged[digest].map { ($0.record, $0.sequence, maximumEntryBytes) }
+        return staged[digest].map { WriteJob(record: $0.record, sequence: $0.sequence, limit: maximumEntryBytes, bodyFile: $0.bodyFile) }
     }
 
     /// Whether a record for `digest` is still staged (it was not removed while being written).
@@ -819,14 +840,47 @@ extension DiskLedger {
         var record: CacheRecord
         var sequence: UInt64
         var lastAccess: Date
-        /// `record.cost`, counted in `StagedWrites.bytes`.
+        /// What the record costs, a body kept in `bodyFile` included (the size limit's estimate).
         var cost: Int
+        /// The file that holds the first variant's body (`stage(_:cost:at:bodyFile:)`), and the
+        /// length of that body.
+        var bodyFile: StreamedEntryFile?
+        var bodyFileBytes = 0
+
+        init(record: CacheRecord, sequence: UInt64, lastAccess: Date, cost: Int, bodyFile: StreamedEntryFile? = nil) {
+            self.record = record
+            self.sequence = sequence
+            self.lastAccess = lastAccess
+            self.cost = cost
+            self.bodyFile = bodyFile
+            bodyFileBytes = bodyFile?.appendedBytes ?? 0
+        }
+
+        /// The file to read the first variant's body from, when `record` does not hold it.
+        var unreadBody: StreamedEntryFile? {
+            guard let bodyFile, record.variants.first?.body.count != bodyFileBytes else { return nil }
+            return bodyFile
+        }
+
+        /// The bytes it holds in memory: its cost, less a body only in its file. What
+        /// back-pressure counts (`StagedWrites.bytes`).
+        var heldBytes: Int {
+            unreadBody == nil ? cost : cost - bodyFileBytes
+        }
+
+        /// The record as a listing shows it, a body kept in `bodyFile` counted.
+        var summary: EntrySummary {
+            EntrySummary(record, firstBodyBytes: bodyFile == nil ? nil : bodyFileBytes)
+        }
     }
 
     /// What a lookup should do, decided under the lock.
     enum ReadPlan: Equatable {
         /// The record is staged: no file to read.
         case staged(CacheRecord)
+        /// The record is staged with its first variant's body in a streamed file not written
+        /// into place yet: read the body from it (`StreamedEntryFile.readBody`).
+        case stagedInFile(CacheRecord, StreamedEntryFile)
         /// Read the file the index lists, written by write `generation`.
         case indexed(generation: UInt64)
         /// Read the file directly: the index does not list it but may be incomplete.
@@ -837,10 +891,10 @@ extension DiskLedger {
         case miss
     }
 
-    /// Records handed to `store` and not yet written, with their total cost kept up to date.
+    /// Records handed to `store` and not yet written, with the bytes they hold kept up to date.
     private struct StagedWrites: Sequence {
         private var records: [EntryDigest: Staged] = [:]
-        /// The summed `cost` of the staged records.
+        /// The summed `heldBytes` of the staged records.
         private(set) var bytes = 0
 
         var count: Int { records.count }
@@ -848,8 +902,8 @@ extension DiskLedger {
         subscript(digest: EntryDigest) -> Staged? {
             get { records[digest] }
             set {
-                bytes -= records[digest]?.cost ?? 0
-                bytes += newValue?.cost ?? 0
+                bytes -= records[digest]?.heldBytes ?? 0
+                bytes += newValue?.heldBytes ?? 0
                 records[digest] = newValue
             }
         }
@@ -857,7 +911,7 @@ extension DiskLedger {
         @discardableResult
         mutating func removeValue(forKey digest: EntryDigest) -> Staged? {
             let removed = records.removeValue(forKey: digest)
-            bytes -= removed?.cost ?? 0
+            bytes -= removed?.heldBytes ?? 0
             return removed
         }
 

@@ -139,15 +139,35 @@ final class DiskStore: Sendable {
     /// When more than `Configuration.maximumStagedBytes` were staged before it, waits for the
     /// worker to write them (back-pressure: the caller waits for the disk rather than memory
     /// growing without bound).
+    ///
+    /// With `bodyFile` (`store(_:bodyFile:)`), the first variant's body is in that streamed file
+    /// already (`record` may hold it too, or not): the worker makes the file whole and renames
+    /// it into place instead of encoding the record, and lookups meanwhile read that body from it.
     func store(_ record: CacheRecord) {
-        let cost = record.cost  // an estimate of the file size, close enough to refuse early
+        store(record, bodyFile: nil)
+    }
+
+    /// `store(_:)` of a record whose first variant's body is in `bodyFile` (when not nil).
+    func store(_ record: CacheRecord, bodyFile: StreamedEntryFile?) {
+        // An estimate of the file size, close enough to refuse early.
+        let held = record.cost
+        var cost = held
+        if let bodyFile, let first = record.variants.first { cost += bodyFile.appendedBytes - first.body.count }
         let backlogged = update { ledger in
-            ledger.stage(record, cost: cost, at: ledger.clock())
+            ledger.stage(record, cost: cost, at: ledger.clock(), bodyFile: bodyFile)
             // Only bytes staged before this record count: one large response alone never waits
             // for its own write (it would hold its answer back from the app for the write's length).
-            return ledger.stagedBytes - cost > configuration.maximumStagedBytes
+            return ledger.stagedBytes - held > configuration.maximumStagedBytes
         }
         if backlogged { flush() }
+    }
+
+    /// A new temporary file in `entries/` to write the body of a response for `key` into as it
+    /// arrives (`StreamedEntryFile`), with the class of Data Protection the store's files get;
+    /// nil when it cannot be created (the directory is gone or cannot be written: the response
+    /// is then stored, if at all, the way every other is).
+    func streamedEntryFile(forKey key: String) -> StreamedEntryFile? {
+        try? StreamedEntryFile(key: key, path: paths.temporaryFile(in: paths.entries), protection: read(\.fileProtection))
     }
 
     func removeRecord(forKey key: String) {
@@ -333,6 +353,7 @@ final class DiskStore: Sendable {
         let generation: UInt64?
         switch plan {
         case .staged(let record): return .found(record)
+        case .stagedInFile(let record, let bodyFile): return readStaged(record, bodyFile: bodyFile, counting: countingLookup)
         case .miss: return .missing
         case .deferred: return .deferred
         case .indexed(let indexed): generation = indexed
@@ -373,6 +394,19 @@ final class DiskStore: Sendable {
         return .missing
     }
 
+    /// A staged record whose first variant's body is in `bodyFile`, with the body read from it.
+    private func readStaged(_ record: CacheRecord, bodyFile: StreamedEntryFile, counting: Bool) -> Lookup {
+        var whole = record
+        do {
+            whole.variants[0].body = try bodyFile.readBody()
+        } catch {
+            update { $0.stagedBodyRead(found: false, counting: counting) }
+            return .missing
+        }
+        update { $0.stagedBodyRead(found: true, counting: counting) }
+        return .found(whole)
+    }
+
     // MARK: - Listing
 
     /// One record as a listing shows it.
@@ -392,14 +426,14 @@ final class DiskStore: Sendable {
         waitUntilOpen()
         if !read(\.isIndexReady) { flush() }
         let (staged, indexed) = read { ledger in
-            (ledger.stagedRecords, ledger.index.entries.map { (digest: $0.key, entry: $0.value) })
+            (ledger.stagedSummaries, ledger.index.entries.map { (digest: $0.key, entry: $0.value) })
         }
         var listed: [Listed] = []
         listed.reserveCapacity(indexed.count + staged.count)
         var stagedDigests = Set<EntryDigest>()
-        for record in staged {
-            stagedDigests.insert(EntryDigest(key: record.key))
-            listed.append(Listed(summary: EntrySummary(record), fileBytes: record.cost))
+        for (summary, cost) in staged {
+            stagedDigests.insert(EntryDigest(key: summary.key))
+            listed.append(Listed(summary: summary, fileBytes: cost))
         }
         var described: [(digest: EntryDigest, summary: EntrySummary, generation: UInt64)] = []
         var reads = 0

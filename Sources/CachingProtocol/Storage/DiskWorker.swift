@@ -134,25 +134,28 @@ final class DiskWorker: @unchecked Sendable {
     private func write(_ digest: EntryDigest) {
         // Nil when removed meanwhile.
         guard let job = ledger.withLock({ $0.beginWrite(digest) }) else { return }
-
-        let data = EntryCodec.encodedParts(job.record)
-        guard data.count <= job.limit else {
-            // Too large for this tier once encoded: not stored, and the old record goes too.
-            dropWrite(digest, sequence: job.sequence)
-            return
-        }
+        let fileSize: Int
         do {
-            guard try writeEntryFile(digest, data) else { return }  // removed while written
+            if let bodyFile = job.bodyFile {
+                fileSize = try writeStreamedFile(digest, bodyFile, job)
+            } else {
+                fileSize = try writeEntryFile(digest, job)
+            }
+        } catch EntryWriteFailure.tooLarge {
+            // Too large for this tier once encoded: not stored, and the old record goes too.
+            return dropWrite(digest, sequence: job.sequence)
+        } catch EntryWriteFailure.removed {
+            return  // removed while written: nothing is left behind
         } catch {
             reportWriteFailure(error)
-            dropWrite(digest, sequence: job.sequence)
-            return
+            return dropWrite(digest, sequence: job.sequence)
         }
 
-        let summary = EntrySummary(job.record)  // what listings show of it, kept in the index
+        // What listings show of it, kept in the index.
+        let summary = EntrySummary(job.record, firstBodyBytes: job.bodyFile?.appendedBytes)
         // Unstaged meanwhile means removed after the rename: the file must go.
         let entry = ledger.withLock {
-            $0.markWritten(digest, sequence: job.sequence, fileSize: data.count,
+            $0.markWritten(digest, sequence: job.sequence, fileSize: fileSize,
                            latestResponseDate: job.record.latestResponseDate, summary: summary)
         }
         if let entry {
@@ -163,17 +166,19 @@ final class DiskWorker: @unchecked Sendable {
         }
     }
 
-    /// A write that will not happen: unstage it (unless a newer one is staged) and delete the
-    /// old file, which holds a record the caller has replaced.
-    private func dropWrite(_ digest: EntryDigest, sequence: UInt64) {
-        ledger.withLock { $0.dropWrite(digest, sequence: sequence) }
-        removeEntryFile(digest)
-        pendingJournal.append(.remove(digest))
+    /// Why an entry file was not written, besides a failed system call.
+    private enum EntryWriteFailure: Error {
+        /// Larger than one entry may be, once encoded.
+        case tooLarge
+        /// The record was removed while its file was written.
+        case removed
     }
 
-    /// Writes `data` (an encoded entry's parts) to a temporary file and renames it over the entry.
-    /// Returns false when the record was removed before the rename (nothing is left behind).
-    private func writeEntryFile(_ digest: EntryDigest, _ data: (parts: [Data], count: Int)) throws -> Bool {
+    /// Encodes `job`'s record into a temporary file and renames it over the entry; returns the
+    /// file's size.
+    private func writeEntryFile(_ digest: EntryDigest, _ job: DiskLedger.WriteJob) throws -> Int {
+        let data = EntryCodec.encodedParts(job.record)
+        guard data.count <= job.limit else { throw EntryWriteFailure.tooLarge }
         try prepareDirectory()
         let temporary = paths.temporaryFile(in: paths.entries)
         do {
@@ -184,9 +189,35 @@ final class DiskWorker: @unchecked Sendable {
             try prepareDirectory()
             try FileIO.createFile(temporary, parts: data.parts, mode: 0o600, protection: protection, durability: entryDurability)
         }
+        try rename(temporary, over: digest)
+        return data.count
+    }
+
+    /// Makes `bodyFile`, which holds the first variant's body of `job`'s record, a whole entry
+    /// file and renames it over the entry; returns the file's size. The file is deleted unless
+    /// it is renamed.
+    private func writeStreamedFile(_ digest: EntryDigest, _ bodyFile: StreamedEntryFile, _ job: DiskLedger.WriteJob) throws -> Int {
+        do {
+            try prepareDirectory()
+            let size = try bodyFile.finish(job.record, durability: entryDurability)
+            guard size <= job.limit else { throw EntryWriteFailure.tooLarge }
+            try rename(bodyFile.path, over: digest)
+            bodyFile.keep()
+            return size
+        } catch {
+            bodyFile.discard()
+            // Its file is gone: with the directory, or alone (another process took it for abandoned).
+            if let error = error as? FileError, error.isMissing { _ = directoryExists() }
+            throw error
+        }
+    }
+
+    /// Renames the whole file `temporary` over `digest`'s entry, unless the record was removed
+    /// meanwhile (then the file is deleted and `removed` thrown).
+    private func rename(_ temporary: String, over digest: EntryDigest) throws {
         guard ledger.withLock({ $0.isStaged(digest) }) else {
             FileIO.removeQuietly(temporary)
-            return false
+            throw EntryWriteFailure.removed
         }
         do {
             try FileIO.replaceItem(at: paths.entry(digest), with: temporary)
@@ -195,7 +226,14 @@ final class DiskWorker: @unchecked Sendable {
             throw error
         }
         try? FileIO.synchronizeDirectory(paths.entries, entryDurability)
-        return true
+    }
+
+    /// A write that will not happen: unstage it (unless a newer one is staged) and delete the
+    /// old file, which holds a record the caller has replaced.
+    private func dropWrite(_ digest: EntryDigest, sequence: UInt64) {
+        ledger.withLock { $0.dropWrite(digest, sequence: sequence) }
+        removeEntryFile(digest)
+        pendingJournal.append(.remove(digest))
     }
 
     private func removeEntryFile(_ digest: EntryDigest) {

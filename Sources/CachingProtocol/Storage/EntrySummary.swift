@@ -90,9 +90,12 @@ package final class EntrySummary: Sendable, Equatable {
         variant.responseURL.isEmpty ? String(Self.url(ofKey: key)) : variant.responseURL
     }
 
-    /// The summary of `record`.
-    package convenience init(_ record: CacheRecord) {
-        self.init(key: record.key, variants: record.variants.map(Variant.init))
+    /// The summary of `record`; with `firstBodyBytes`, the size of its first variant's body,
+    /// which `record` need not hold (it is in a streamed file, `StreamedEntryFile`).
+    package convenience init(_ record: CacheRecord, firstBodyBytes: Int? = nil) {
+        var variants = record.variants.map(Variant.init)
+        if let firstBodyBytes, !variants.isEmpty { variants[0].bodyBytes = firstBodyBytes }
+        self.init(key: record.key, variants: variants)
     }
 
     /// Whether the variants are known.

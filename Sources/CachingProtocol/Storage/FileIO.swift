@@ -204,6 +204,75 @@ enum FileIO {
         }
     }
 
+    /// Writes all of `data` at `offset` of an open file, without moving its file offset.
+    static func writeAll(_ descriptor: Int32, _ data: Data, at offset: Int, path: String) throws {
+        try data.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var done = 0
+            while done < buffer.count {
+                let count = pwrite(descriptor, base + done, buffer.count - done, off_t(offset + done))
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw FileError("write", path)
+                }
+                if count == 0 { throw FileError("write", path, code: ENOSPC) }
+                done += count
+            }
+        }
+    }
+
+    /// Writes all of `pieces`, one after another, at `offset` of an open file (one `pwritev` for
+    /// all of them, as long as the file takes them), without moving its file offset.
+    static func writeAll(_ descriptor: Int32, _ pieces: [Data], at offset: Int, path: String) throws {
+        var vectors: [iovec] = []
+        vectors.reserveCapacity(pieces.count)
+        try withBytes(of: pieces[...], gathering: &vectors) { vectors in
+            var done = 0
+            var first = 0
+            while first < vectors.count {
+                let count = vectors.withUnsafeBufferPointer { all in
+                    pwritev(descriptor, all.baseAddress! + first, Int32(min(all.count - first, 1024)), off_t(offset + done))
+                }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw FileError("write", path)
+                }
+                if count == 0 { throw FileError("write", path, code: ENOSPC) }
+                done += count
+                // Skip what was written: whole vectors, then the written part of the next.
+                var left = count
+                while first < vectors.count, left >= vectors[first].iov_len {
+                    left -= vectors[first].iov_len
+                    first += 1
+                }
+                if left > 0 {
+                    vectors[first].iov_base = vectors[first].iov_base.map { $0 + left }
+                    vectors[first].iov_len -= left
+                }
+            }
+        }
+    }
+
+    /// Runs `body` with `vectors` extended by one `iovec` per piece, each valid meanwhile.
+    private static func withBytes(of pieces: ArraySlice<Data>, gathering vectors: inout [iovec],
+                                  _ body: (inout [iovec]) throws -> Void) throws {
+        guard let piece = pieces.first else { return try body(&vectors) }
+        try piece.withUnsafeBytes { bytes in
+            vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count))
+            try withBytes(of: pieces.dropFirst(), gathering: &vectors, body)
+        }
+    }
+
+    /// `count` bytes at `offset` of an open file; fewer only when the file ends first.
+    static func read(_ descriptor: Int32, count: Int, at offset: Int, path: String) throws -> Data {
+        var data = Data(count: count)
+        let received = try data.withUnsafeMutableBytes { buffer in
+            try readFully(descriptor, into: buffer, from: offset, path: path)
+        }
+        if received < count { data.count = received }
+        return data
+    }
+
     /// Atomically replaces `destination` with `source` (same directory).
     static func replaceItem(at destination: String, with source: String) throws {
         guard rename(source, destination) == 0 else { throw FileError("rename", destination) }

@@ -25,8 +25,19 @@ protocol RecordStore: AnyObject, Sendable {
     var maximumEntrySize: Int { get }
     /// Puts `entry` first among the variants stored under `key`, replacing the variant it is the
     /// same as (`CacheEntry.isSameVariant(as:)`); in memory only (and off the disk) when
-    /// `memoryOnly`. An entry costing more than `maximumEntrySize` is not stored.
-    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool)
+    /// `memoryOnly`. An entry costing more than `maximumEntrySize` is not stored. With
+    /// `bodyFile` (from `streamedEntryFile(forKey:)`), the entry's body is in that
+    /// file, whole — `entry` holds it too, or holds none — and the file becomes the entry's file;
+    /// a file that is not stored is discarded.
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool, bodyFile: StreamedEntryFile?)
+    /// Whether a body of `bodyOfLength` bytes (nil: not known) that may be stored goes to a file
+    /// as it arrives (`streamedEntryFile(forKey:)`) rather than being collected in memory and
+    /// stored with `storeVariant` once whole: it is larger than what memory collects, and
+    /// there is a disk tier to write it to.
+    func writesAsItArrives(bodyOfLength length: Int?) -> Bool
+    /// A new file to write the body of a response for `key` into as it arrives; nil when it
+    /// cannot be made now.
+    func streamedEntryFile(forKey key: String) -> StreamedEntryFile?
     /// Removes the variant stored under `key` that `matches` picks (the first, newest first);
     /// the record goes when it was the last one.
     func removeVariant(forKey key: String, matching matches: (CacheEntry) -> Bool)
@@ -35,6 +46,13 @@ protocol RecordStore: AnyObject, Sendable {
     /// Whether something may be stored under `key`, without reading a file or counting a
     /// lookup: true when it is, and while the disk index is still loading (it may be).
     func mayContainRecord(forKey key: String) -> Bool
+}
+
+extension RecordStore {
+    /// `storeVariant(_:key:memoryOnly:bodyFile:)` of an entry that holds its body.
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
+        storeVariant(entry, key: key, memoryOnly: memoryOnly, bodyFile: nil)
+    }
 }
 
 /// What `RecordStore.lookup(_:)` found on the calling thread.

@@ -244,12 +244,20 @@ final class TieredStore: RecordStore {
     /// same as and dropping the oldest beyond `maximumVariants`. With `memoryOnly`, or when the
     /// entry is memory-only already (a copy of one, freshened by a `304`), it is marked so and
     /// never reaches a file; the record's other variants still do. An entry costing more than
-    /// `maximumEntrySize` is not stored.
+    /// `maximumEntrySize` is not stored. With `bodyFile`, the entry's body is in that streamed
+    /// file (and in `entry` too, or not at all): the disk tier makes it the entry's file, and the
+    /// memory tier keeps the record only when `entry` holds the body.
     ///
     /// An answer for a user whose answers were removed (`removeVariants(ofUser:)`) to a request
     /// sent before the removal — one that was on its way meanwhile — is not stored.
-    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
-        guard entry.cost <= maximumEntrySize, !forgotten.withLock({ $0.refuses(entry) }) else { return }
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool, bodyFile: StreamedEntryFile?) {
+        let bodyOnlyInFile = bodyFile.map { entry.body.count != $0.appendedBytes } ?? false
+        let cost = entry.cost + (bodyOnlyInFile ? bodyFile?.appendedBytes ?? 0 : 0)
+        guard cost <= maximumEntrySize, !(bodyOnlyInFile && (memoryOnly || entry.isMemoryOnly)),
+              !forgotten.withLock({ $0.refuses(entry) }) else {
+            bodyFile?.discard()
+            return
+        }
         sweepMemoryIfDue()
         var entry = entry
         if memoryOnly { entry.isMemoryOnly = true }
@@ -259,7 +267,30 @@ final class TieredStore: RecordStore {
         if variants.count > Self.maximumVariants {
             variants.removeLast(variants.count - Self.maximumVariants)
         }
-        store(CacheRecord(key: key, variants: variants))
+        let record = CacheRecord(key: key, variants: variants)
+        guard let bodyFile, !entry.isMemoryOnly, let forDisk = Self.writable(record) else {
+            bodyFile?.discard()
+            return store(record)
+        }
+        if bodyOnlyInFile {
+            memory.removeRecord(forKey: key)
+        } else {
+            memory.store(record)
+        }
+        disk.store(forDisk, bodyFile: bodyFile)
+    }
+
+    /// Bodies up to this size are collected in memory and written after the response (staged);
+    /// larger ones, and those of unknown size, go to a file as they arrive.
+    static let largestCollectedBody = 512 << 10
+
+    func writesAsItArrives(bodyOfLength length: Int?) -> Bool {
+        if let length, length <= Self.largestCollectedBody || length > maximumEntrySize { return false }
+        return disk.capacity > 0
+    }
+
+    func streamedEntryFile(forKey key: String) -> StreamedEntryFile? {
+        disk.streamedEntryFile(forKey: key)
     }
 
     /// Removes from both tiers every variant stored for the user `user` (`Partition.user`), or

@@ -156,7 +156,11 @@ final class FakeStore: RecordStore, @unchecked Sendable {
     func peek(_ key: String) -> CacheRecord? { records.withLock { $0[key] } }
     func mayContainRecord(forKey key: String) -> Bool { records.withLock { $0[key] != nil } }
 
-    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
+    /// Keeps no files: every body is collected in memory.
+    func writesAsItArrives(bodyOfLength length: Int?) -> Bool { false }
+    func streamedEntryFile(forKey key: String) -> StreamedEntryFile? { nil }
+
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool, bodyFile: StreamedEntryFile?) {
         records.withLock { records in
             var variants = records[key]?.variants ?? []
             variants.removeAll { $0.isSameVariant(as: entry) }

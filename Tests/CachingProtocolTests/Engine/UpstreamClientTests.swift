@@ -7,26 +7,33 @@ import XCTest
 @testable import CachingProtocol
 
 /// The upstream client on its own, against the loopback origin: a request nobody needs before
-/// it is complete is collected by Foundation (a completion-handler task on Linux), and a
-/// challenge still ends with the 401 and its body, never a hang.
+/// it is complete is collected by Foundation when an app's protocol class comes first in the
+/// upstream session (a completion-handler task on Linux), and a challenge still ends with the
+/// 401 and its body, never a hang.
 final class UpstreamClientTests: LoaderRulesTestCase {
     private var origin: LoopbackOrigin!
     private var client: UpstreamClient!
+    /// A client whose session asks an app's protocol class (one that takes nothing) first.
+    private var clientBehindAppProtocol: UpstreamClient!
 
     override func setUpWithError() throws {
         origin = try LoopbackOrigin()
-        client = UpstreamClient(configuration: SessionSettings.standard.upstreamConfiguration { $0 == CachingURLProtocol.self })
+        let configuration = SessionSettings.standard.upstreamConfiguration { $0 == CachingURLProtocol.self }
+        client = UpstreamClient(configuration: configuration)
+        configuration.protocolClasses = [DecliningProtocol.self] + (configuration.protocolClasses ?? [])
+        clientBehindAppProtocol = UpstreamClient(configuration: configuration)
     }
 
     override func tearDown() {
         client.shutdown()
+        clientBehindAppProtocol.shutdown()
         origin.stop()
     }
 
-    private func send(_ path: String, wholeBody: Bool) async throws -> ReceivedResponse {
+    private func send(_ path: String, wholeBody: Bool, through client: UpstreamClient? = nil) async throws -> ReceivedResponse {
         let answered = expectation(description: "answered")
         let result = Locked<Result<ReceivedResponse, Error>?>(nil)
-        _ = client.send(URLRequest(url: origin.url(path)), wholeBody: wholeBody, clock: { Date() }, listener: nil) { outcome in
+        _ = (client ?? self.client).send(URLRequest(url: origin.url(path)), wholeBody: wholeBody, clock: { Date() }, listener: nil) { outcome in
             result.withLock { $0 = outcome }
             answered.fulfill()
         }
@@ -39,11 +46,13 @@ final class UpstreamClientTests: LoaderRulesTestCase {
         origin.handle("/old") { _ in OriginResponse(status: 301, headers: [HTTPField("Location", "/big")]) }
         origin.handle("/big") { _ in OriginResponse(status: 200, headers: [HTTPField("ETag", "\"b\"")], body: body) }
         for wholeBody in [true, false] {
-            let response = try await send("/old", wholeBody: wholeBody)
-            XCTAssertEqual(response.head.status, 200, "wholeBody \(wholeBody)")
-            XCTAssertEqual(response.body, body, "wholeBody \(wholeBody)")
-            XCTAssertEqual(response.head.response.url?.path, "/big", "followed, without a listener (wholeBody \(wholeBody))")
-            XCTAssertEqual(response.head.headers["ETag"], "\"b\"")
+            for upstream in [client!, clientBehindAppProtocol!] {
+                let response = try await send("/old", wholeBody: wholeBody, through: upstream)
+                XCTAssertEqual(response.head.status, 200, "wholeBody \(wholeBody)")
+                XCTAssertEqual(response.body, body, "wholeBody \(wholeBody)")
+                XCTAssertEqual(response.head.response.url?.path, "/big", "followed, without a listener (wholeBody \(wholeBody))")
+                XCTAssertEqual(response.head.headers["ETag"], "\"b\"")
+            }
         }
     }
 
@@ -53,13 +62,22 @@ final class UpstreamClientTests: LoaderRulesTestCase {
                            body: Data("who are you?".utf8))
         }
         for wholeBody in [true, false] {
-            origin.resetLog()
-            let response = try await send("/members", wholeBody: wholeBody)
-            XCTAssertEqual(response.head.status, 401, "wholeBody \(wholeBody)")
-            XCTAssertEqual(String(decoding: response.body, as: UTF8.self), "who are you?", "wholeBody \(wholeBody)")
-            // A completion-handler task cannot end with the 401 itself: it is sent again as a
-            // delegate task (one more request to the origin, only for a challenge).
-            XCTAssertEqual(origin.requests(to: "/members").count, wholeBody ? 2 : 1, "wholeBody \(wholeBody)")
+            for (upstream, behindAppProtocol) in [(client!, false), (clientBehindAppProtocol!, true)] {
+                origin.resetLog()
+                let response = try await send("/members", wholeBody: wholeBody, through: upstream)
+                let label = "wholeBody \(wholeBody), behind an app's protocol \(behindAppProtocol)"
+                XCTAssertEqual(response.head.status, 401, label)
+                XCTAssertEqual(String(decoding: response.body, as: UTF8.self), "who are you?", label)
+                // A completion-handler task (Linux, only behind an app's protocol) cannot end with
+                // the 401 itself: it is sent again as a delegate task (one more request to the
+                // origin, only for a challenge).
+                #if canImport(FoundationNetworking)
+                let completionHandlerTask = wholeBody && behindAppProtocol
+                #else
+                let completionHandlerTask = false
+                #endif
+                XCTAssertEqual(origin.requests(to: "/members").count, completionHandlerTask ? 2 : 1, label)
+            }
         }
     }
 
@@ -67,7 +85,8 @@ final class UpstreamClientTests: LoaderRulesTestCase {
         origin.handle("/slow") { _ in OriginResponse(status: 200, body: Data("late".utf8), fault: .stall(30)) }
         let answered = expectation(description: "answered")
         let result = Locked<Result<ReceivedResponse, Error>?>(nil)
-        let task = client.send(URLRequest(url: origin.url("/slow")), wholeBody: true, clock: { Date() }, listener: nil) { outcome in
+        let task = clientBehindAppProtocol.send(URLRequest(url: origin.url("/slow")), wholeBody: true, clock: { Date() },
+                                                listener: nil) { outcome in
             result.withLock { $0 = outcome }
             answered.fulfill()
         }
@@ -120,7 +139,8 @@ final class UpstreamClientTests: LoaderRulesTestCase {
         for wholeBody in [true, false] {
             let answered = expectation(description: "answered")
             let result = Locked<Result<ReceivedResponse, Error>?>(nil)
-            _ = client.send(URLRequest(url: origin.url("/item")), wholeBody: wholeBody, clock: { Date() }, listener: UnwantedTransfer()) { outcome in
+            _ = clientBehindAppProtocol.send(URLRequest(url: origin.url("/item")), wholeBody: wholeBody, clock: { Date() },
+                                             listener: UnwantedTransfer()) { outcome in
                 result.withLock { $0 = outcome }
                 answered.fulfill()
             }
@@ -130,9 +150,15 @@ final class UpstreamClientTests: LoaderRulesTestCase {
             }
         }
         // A request after them on the same session: by its answer, anything they sent has arrived.
-        _ = try await send("/item", wholeBody: true)
+        _ = try await send("/item", wholeBody: true, through: clientBehindAppProtocol)
         XCTAssertEqual(origin.requests(to: "/item").count, 1, "only the last request reached the origin")
     }
+}
+
+/// An app's protocol class that takes no request: the upstream session asks it first, then
+/// Foundation's own.
+private final class DecliningProtocol: URLProtocol {
+    override class func canInit(with request: URLRequest) -> Bool { false }
 }
 
 /// A listener whose transfer nobody waits for any more.

@@ -63,4 +63,20 @@ final class ObservabilityTests: CachingTestCase {
         XCTAssertEqual(configuration.statistics.deliveredBytes, 3 * 700 + 2 * 900)
         XCTAssertEqual(configuration.statistics.upstreamBytes, 3 * 700 + 900)
     }
+
+    /// A body a delegate took piece by piece counts as delivered, whether the layer kept it in
+    /// memory, in its file as it arrived, or nowhere.
+    func testABodyTakenAsItArrivedCountsAsDelivered() throws {
+        let body = Data.pattern(1 << 20)
+        cache.maximumEntrySize = 2 << 20
+        origin.handle("/kept-in-file") { _ in OriginResponse(headers: [HTTPField("Cache-Control", "max-age=600")], body: body) }
+        origin.handle("/kept-nowhere") { _ in OriginResponse(headers: [HTTPField("Cache-Control", "no-store")], body: body) }
+        for path in ["/kept-in-file", "/kept-nowhere"] {
+            let (data, _, chunks) = try loadWithDelegate(request(path))
+            XCTAssertEqual(data, body, path)
+            XCTAssertGreaterThan(chunks, 1, path)
+        }
+        XCTAssertEqual(events.map(\.deliveredBytes), [body.count, body.count])
+        XCTAssertEqual(configuration.statistics.deliveredBytes, 2 * body.count)
+    }
 }

@@ -6,21 +6,70 @@ final class EntryCodecTests: LoaderRulesTestCase {
         (try? EntryCodec.decode(data, expectedKey: expectedKey)) != nil
     }
 
-    /// Replaces the checksums and length so a mutated file gets past them and reaches the parser.
+    /// Replaces the checksums and length so a mutated file gets past them and reaches the parser
+    /// (the trailer's checksum as version 2 computes it, from the end of the header on).
     private func resealed(_ data: Data) -> Data {
         var bytes = [UInt8](data)
         guard bytes.count >= EntryCodec.fixedHeaderSize + 8 else { return data }
         withUnsafeBytes(of: UInt64(bytes.count).littleEndian) { bytes.replaceSubrange(8..<16, with: $0) }
         let keyLength = Int(UInt32(bytes[24]) | UInt32(bytes[25]) << 8 | UInt32(bytes[26]) << 16 | UInt32(bytes[27]) << 24)
         let headerEnd = EntryCodec.fixedHeaderSize + keyLength
+        var checksummed = 0
         if headerEnd + 8 <= bytes.count - 8 {
             let headerChecksum = bytes.withUnsafeBytes { StableHash.hash(UnsafeRawBufferPointer(rebasing: $0[0..<headerEnd])) }
             withUnsafeBytes(of: headerChecksum.littleEndian) { bytes.replaceSubrange(headerEnd..<(headerEnd + 8), with: $0) }
+            checksummed = headerEnd + 8
         }
         let contentEnd = bytes.count - 8
-        let checksum = bytes.withUnsafeBytes { StableHash.hash(UnsafeRawBufferPointer(rebasing: $0[0..<contentEnd])) }
+        let checksum = bytes.withUnsafeBytes { StableHash.hash(UnsafeRawBufferPointer(rebasing: $0[checksummed..<contentEnd])) }
         withUnsafeBytes(of: checksum.littleEndian) { bytes.replaceSubrange(contentEnd..<bytes.count, with: $0) }
         return Data(bytes)
+    }
+
+    /// `record` in version 1 of the format, as earlier builds wrote it: each body inside its
+    /// variant, the trailer's checksum over every byte before it.
+    private func versionOne(_ record: CacheRecord) -> Data {
+        var bytes = Data()
+        func integer<Value: FixedWidthInteger>(_ value: Value) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
+        func string(_ value: String) { integer(UInt32(value.utf8.count)); bytes.append(contentsOf: Array(value.utf8)) }
+        func data(_ value: Data) { integer(UInt64(value.count)); bytes.append(value) }
+        func date(_ value: Date) { integer(value.timeIntervalSinceReferenceDate.bitPattern) }
+        integer(EntryCodec.magic)
+        integer(UInt16(1))
+        integer(UInt16(0))
+        let lengthOffset = bytes.count
+        integer(UInt64(0))
+        date(record.latestResponseDate)
+        string(record.key)
+        let headerChecksumOffset = bytes.count
+        integer(UInt64(0))
+        integer(UInt32(record.variants.count))
+        for entry in record.variants {
+            string(entry.responseURL)
+            integer(Int64(entry.statusCode))
+            integer(UInt32(entry.headers.fields.count))
+            for field in entry.headers.fields { string(field.name); string(field.value) }
+            data(entry.body)
+            date(entry.requestDate)
+            date(entry.responseDate)
+            integer(entry.initialAge.bitPattern)
+            integer(entry.freshnessLifetime.bitPattern)
+            integer(UInt32(entry.varyFields.count))
+            for field in entry.varyFields {
+                string(field.name)
+                integer(UInt8(field.value == nil ? 0 : 1))
+                if let value = field.value { string(value) }
+            }
+            integer(UInt8(entry.credentialFingerprint == nil ? 0 : 1))
+            if let fingerprint = entry.credentialFingerprint { integer(fingerprint) }
+            integer(UInt8(entry.userInfo == nil ? 0 : 1))
+            if let userInfo = entry.userInfo { data(userInfo) }
+        }
+        withUnsafeBytes(of: UInt64(bytes.count + 8).littleEndian) { bytes.replaceSubrange(lengthOffset..<(lengthOffset + 8), with: $0) }
+        let headerChecksum = bytes.prefix(headerChecksumOffset).withUnsafeBytes { StableHash.hash($0) }
+        withUnsafeBytes(of: headerChecksum.littleEndian) { bytes.replaceSubrange(headerChecksumOffset..<(headerChecksumOffset + 8), with: $0) }
+        integer(bytes.withUnsafeBytes { StableHash.hash($0) })
+        return bytes
     }
 
     func testRoundTripsEveryField() throws {
@@ -71,7 +120,56 @@ final class EntryCodecTests: LoaderRulesTestCase {
         let parts = EntryCodec.encodedParts(large).parts
         XCTAssertEqual(parts.count, 3)
         XCTAssertEqual(parts[1], large.variants[0].body)
-        XCTAssertEqual(EntryCodec.encodedParts(twoLarge).parts.count, 5)
+        XCTAssertEqual(EntryCodec.encodedParts(twoLarge).parts.count, 4, "header, the two bodies, the rest")
+    }
+
+    func testAFileWrittenAsItsBodyArrivesIsTheEncodedFile() {
+        // Given records whose first body is written first, hashed as it goes, in pieces
+        let records = [
+            Fixtures.richRecord(),
+            Fixtures.record(key: "GET https://example.com/large", bodySize: 3_000_000),
+            CacheRecord(key: "GET https://example.com/empty", variants: [Fixtures.entry(body: Data())]),
+            CacheRecord(key: "GET https://example.com/vary", variants: [
+                Fixtures.entry(body: Data(repeating: 1, count: 70_000)), Fixtures.entry(body: Data(repeating: 2, count: 40_000)),
+            ]),
+        ]
+        for record in records {
+            let body = record.variants[0].body
+            var checksum = StableHash.Streaming()
+            for start in stride(from: 0, to: body.count, by: 16_384) {
+                checksum.combine(body[start..<min(body.count, start + 16_384)])
+            }
+            // When the rest is made with the first body left out of the record (as it is when
+            // the body is only in the file)
+            var withoutBody = record
+            withoutBody.variants[0].body = Data()
+            let tail = EntryCodec.remainder(of: withoutBody, firstBodyLength: body.count, checksum: checksum)
+            // Then header, body and the rest laid end to end are the encoded file
+            let assembled = tail.parts.reduce(into: tail.header + body) { $0.append($1) }
+            XCTAssertEqual(assembled, EntryCodec.encode(record), record.key)
+            XCTAssertEqual(tail.fileLength, assembled.count, record.key)
+            XCTAssertEqual(tail.header.count, EntryCodec.headerSize(forKey: record.key), "the body starts where the key says")
+        }
+    }
+
+    func testFilesOfTheFirstVersionAreStillRead() throws {
+        // Given records as an earlier build wrote them (bodies inside their variants)
+        for record in [Fixtures.richRecord(), Fixtures.record(key: "GET https://example.com/one", bodySize: 100_000)] {
+            let old = versionOne(record)
+            // When read, the record is the same, and its header too
+            XCTAssertEqual(try EntryCodec.decode(old, expectedKey: record.key), record)
+            var required = 0
+            let header = try old.withUnsafeBytes { try EntryCodec.decodeHeader($0, fileSize: old.count, requiredPrefixLength: &required) }
+            XCTAssertEqual(header?.key, record.key)
+            // And every single bit flipped in a small one fails
+            guard record.variants[0].body.count < 1_000 else { continue }
+            var bytes = [UInt8](old)
+            for index in bytes.indices {
+                bytes[index] ^= 0x10
+                XCTAssertFalse(decodes(Data(bytes)), "byte \(index)")
+                bytes[index] ^= 0x10
+            }
+        }
     }
 
     func testEncodingIsDeterministic() {
@@ -138,9 +236,9 @@ final class EntryCodecTests: LoaderRulesTestCase {
             XCTAssertEqual($0 as? BinaryDecodingError, .badMagic)
         }
         var wrongVersion = [UInt8](data)
-        wrongVersion[4] = 2
+        wrongVersion[4] = 3
         XCTAssertThrowsError(try EntryCodec.decode(resealed(Data(wrongVersion)))) {
-            XCTAssertEqual($0 as? BinaryDecodingError, .unsupportedVersion(2))
+            XCTAssertEqual($0 as? BinaryDecodingError, .unsupportedVersion(3))
         }
         var wrongFlags = [UInt8](data)
         wrongFlags[6] = 1

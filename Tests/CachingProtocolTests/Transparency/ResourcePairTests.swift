@@ -103,6 +103,43 @@ final class ResourcePairTests: LoaderRulesTestCase {
         XCTAssertLessThanOrEqual(with, without + 16 * 1024, "peak kB with the layer, against \(without) without")
     }
 
+    /// Four storable 40 MB bodies at once, each to a delegate that lets every piece go, with a
+    /// 1 GB disk tier (the largest entry 50 MB): each is stored, each written to its file as it
+    /// arrives, and the peak is within 16 MB of the peak without the layer (before: each body
+    /// was held whole until it was written, about 160 MB more). Each body comes at 50 MB/s, and
+    /// each side runs twice, the lower peak counting: four transfers read faster than the app's
+    /// four delegate queues take the pieces leave them waiting in those queues, whether the
+    /// layer stores the bodies or not (`Docs/benchmarks.md`, "Memory and sessions left behind"),
+    /// tens of MB in some runs, which says nothing about what the layer keeps.
+    func testFourStorableBodiesAtOnceAreWrittenAsTheyArriveNotKeptInMemory() throws {
+        origin.network = SimulatedNetwork(roundTrip: 0, bytesPerSecond: 50_000_000)
+        let body = Self.body(40 * Self.megabyte)
+        origin.handle("/stored") { _ in OriginResponse(status: 200, headers: [HTTPField("Cache-Control", "max-age=600")], body: body) }
+        var peaks: [String: Int] = [:]
+        var outputs: [String: String] = [:]
+        for round in 0..<2 {
+            for side in ["without", "with"] {
+                let run = try CacheTestToolRunner.run(["peak-memory-stored", side, origin.url("/stored").absoluteString,
+                                                       directory.appendingPathComponent("\(side)-\(round)").path, "4"])
+                XCTAssertEqual(run.status, 0, "\(side): \(run.errors)")
+                let line = run.output.split(separator: "\n").first { $0.hasPrefix("peak-rss-kb ") }
+                let peak = line.flatMap { Int($0.dropFirst("peak-rss-kb ".count)) } ?? -1
+                print("peak-memory 4 × 40 MB stored, \(side), run \(round + 1): \(peak / 1024) MB")
+                peaks[side] = min(peaks[side] ?? .max, peak)
+                outputs[side] = run.output
+            }
+        }
+        let without = try XCTUnwrap(peaks["without"]), with = try XCTUnwrap(peaks["with"])
+        print("peak-memory 4 × 40 MB stored: without \(without / 1024) MB, with \(with / 1024) MB\n\(outputs["with"] ?? "")")
+        for side in ["without", "with"] {
+            let results = outputs[side]?.split(separator: "\n").filter { $0.hasPrefix("result ") } ?? []
+            XCTAssertEqual(results, Array(repeating: "result status 200 bytes \(body.count)", count: 4), outputs[side] ?? "")
+        }
+        XCTAssertTrue(outputs["with"]?.contains("stored 4") == true, outputs["with"] ?? "")
+        XCTAssertGreaterThan(without, 0)
+        XCTAssertLessThanOrEqual(with, without + 16 * 1024, "peak kB with the layer, against \(without) without")
+    }
+
     // MARK: Sessions that come and go
 
     /// One session per token refresh, each with a fresh `Authorization` in its additional header

@@ -1,0 +1,221 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An entry file whose first body is written as it arrives from the origin: a temporary file in
+/// `entries/` (`.tmp-<pid>-<random>`, like every file the disk tier writes), the body at the
+/// offset the key decides (`EntryCodec.headerSize(forKey:)`), written on a queue of its own while
+/// the transfer goes on. Once the body is whole and the policy says to store it, the store
+/// stages the record with this file, and the disk worker writes the rest of it (`finish`: the
+/// other variants, the variants section, the trailer, then the header) and renames it into
+/// place, as it does for any entry; nothing half-written ever has an entry's name. A file that
+/// is not stored (the body was cut short, grew past the largest entry, the load was cancelled,
+/// the answer said `no-store` after all) is deleted: `discard()`, or when the last reference to
+/// it goes without it being kept.
+///
+/// Threading: `append` is called by one thread at a time, in the body's order (the transfer's
+/// callbacks); every other member from any thread. The writes run on the file's serial queue.
+final class StreamedEntryFile: Sendable {
+    /// The most bytes handed to `append` and not yet written. Past it `append` waits for the
+    /// disk: the transfer goes at the disk's pace rather than memory growing.
+    static let maximumPendingBytes = 2 << 20
+    /// The bytes gathered before the writes start: one wake-up of the file's queue per batch
+    /// rather than per piece (a piece is 16 KB at most on Linux).
+    static let batchBytes = 256 << 10
+
+    /// The key of the record the file is for.
+    let key: String
+    /// The temporary file, in `entries/`.
+    let path: String
+    private let descriptor: Int32
+    /// Where the body begins: after the header.
+    private let bodyOffset: Int
+    private let queue = DispatchQueue(label: "CachingProtocol.StreamedEntryFile", qos: .utility)
+    private let state = Locked(State())
+    /// Signalled when written bytes make room for an `append` that waits.
+    private let room = DispatchSemaphore(value: 0)
+
+    private struct State {
+        /// Pieces handed to `append`, not taken by the writes yet.
+        var pending: [Data] = []
+        /// Bytes appended and not yet written (taken or not).
+        var unwritten = 0
+        /// A run of the writes is queued or running.
+        var writing = false
+        var appenderWaits = false
+        /// Body bytes appended, written or not.
+        var appended = 0
+        /// Body bytes in the file, and the checksum of them (`EntryCodec`'s, which begins with
+        /// the first body).
+        var written = 0
+        var checksum = StableHash.Streaming()
+        var failure: Error?
+        var fate = Fate.open
+    }
+
+    private enum Fate {
+        case open
+        /// Renamed into place: the file is an entry now.
+        case kept
+        case discarded
+    }
+
+    /// Creates the temporary file `path` (mode 0600, with `protection`) for `key`'s record.
+    /// Throws when it cannot be created (the directory is gone or cannot be written).
+    init(key: String, path: String, protection: CachingFileProtection) throws {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(0o600))
+        guard descriptor >= 0 else { throw FileError("open", path) }
+        protection.apply(toItemAt: path)
+        self.key = key
+        self.path = path
+        self.descriptor = descriptor
+        bodyOffset = EntryCodec.headerSize(forKey: key)
+    }
+
+    deinit {
+        close(descriptor)
+        if state.withLock({ $0.fate }) == .open {
+            // Neither kept nor discarded: nobody stores it. Deleted off this thread, which may
+            // be one that holds a lock (the last reference can go with a staged write).
+            let path = path
+            DispatchQueue.global(qos: .utility).async { unlink(path) }
+        }
+    }
+
+    /// Body bytes handed to `append` so far.
+    var appendedBytes: Int { state.withLock { $0.appended } }
+
+    /// Writes `data` after the bytes appended before, on the file's queue; waits while more than
+    /// `maximumPendingBytes` are not written yet. After a failed write, or once discarded, it
+    /// does nothing (`finish` then throws the failure).
+    func append(_ data: Data) {
+        guard !data.isEmpty else { return }
+        let (start, wait) = state.withLock { state -> (Bool, Bool) in
+            guard state.failure == nil, state.fate == .open else { return (false, false) }
+            state.pending.append(data)
+            state.unwritten += data.count
+            state.appended += data.count
+            let start = !state.writing && state.unwritten >= Self.batchBytes
+            if start { state.writing = true }
+            state.appenderWaits = state.unwritten > Self.maximumPendingBytes
+            return (start, state.appenderWaits)
+        }
+        if start { queue.async { self.writePending() } }
+        if wait { room.wait() }
+    }
+
+    /// Writes what was appended until nothing is left (on the file's queue), the pieces taken
+    /// at once in one write.
+    private func writePending() {
+        while true {
+            let taken = state.withLock { state -> (pieces: [Data], offset: Int, checksum: StableHash.Streaming)? in
+                guard !state.pending.isEmpty, state.failure == nil, state.fate == .open else {
+                    state.writing = false
+                    state.pending = []
+                    state.unwritten = 0
+                    return nil
+                }
+                defer { state.pending = [] }
+                return (state.pending, bodyOffset + state.written, state.checksum)
+            }
+            guard let taken else { return releaseAppender() }
+            var (pieces, checksum) = (taken.pieces, taken.checksum)
+            let offset = taken.offset
+            let total = pieces.reduce(0) { $0 + $1.count }
+            var failure: Error?
+            do {
+                try FileIO.writeAll(descriptor, pieces, at: offset, path: path)
+                for piece in pieces { checksum.combine(piece) }
+            } catch {
+                failure = error
+            }
+            pieces = []
+            let wakes = state.withLock { state -> Bool in
+                if failure == nil { state.written += total }
+                state.checksum = checksum
+                state.unwritten -= total
+                if let failure, state.failure == nil { state.failure = failure }
+                guard state.appenderWaits, state.unwritten <= Self.maximumPendingBytes || state.failure != nil else { return false }
+                state.appenderWaits = false
+                return true
+            }
+            if wakes { room.signal() }
+        }
+    }
+
+    /// Lets an `append` that waits for room go on: nothing is left to write.
+    private func releaseAppender() {
+        let waits = state.withLock { state -> Bool in
+            defer { state.appenderWaits = false }
+            return state.appenderWaits
+        }
+        if waits { room.signal() }
+    }
+
+    /// Writes every appended byte (or finds a write failed), then returns how many body bytes
+    /// the file holds and their checksum; throws the failure.
+    private func writtenBody() throws -> (length: Int, checksum: StableHash.Streaming) {
+        queue.sync { writePending() }
+        return try state.withLock { state in
+            if let failure = state.failure { throw failure }
+            return (state.written, state.checksum)
+        }
+    }
+
+    /// The body as written so far, read back from the file (for a lookup while the record waits
+    /// for the disk worker). Waits for the appended bytes to be written.
+    func readBody() throws -> Data {
+        let length = try writtenBody().length
+        let data = try FileIO.read(descriptor, count: length, at: bodyOffset, path: path)
+        guard data.count == length else { throw FileError("read", path, code: EIO) }
+        return data
+    }
+
+    /// Makes the file whole for `record`, whose first variant is the one whose body it holds
+    /// (the body `record` carries for it, if any, is left aside): writes the other variants'
+    /// bodies, the variants and the trailer after the body, then the header, pushed as far as
+    /// `durability` says. Returns the file's length. Called by the disk worker, which then
+    /// renames the file into place (and calls `keep()`) or discards it.
+    func finish(_ record: CacheRecord, durability: FileIO.Durability) throws -> Int {
+        let body = try writtenBody()
+        let tail = EntryCodec.remainder(of: record, firstBodyLength: body.length, checksum: body.checksum)
+        var offset = bodyOffset + body.length
+        for part in tail.parts {
+            try FileIO.writeAll(descriptor, part, at: offset, path: path)
+            offset += part.count
+        }
+        try FileIO.writeAll(descriptor, tail.header, at: 0, path: path)
+        try FileIO.synchronize(descriptor, path: path, durability)
+        return tail.fileLength
+    }
+
+    /// The file was renamed into place: it is an entry now, never deleted from here.
+    func keep() {
+        state.withLock { $0.fate = .kept }
+    }
+
+    /// The body will not be stored: later appends do nothing, and the file is deleted.
+    func discard() {
+        let (discards, waits) = state.withLock { state -> (Bool, Bool) in
+            guard state.fate == .open else { return (false, false) }
+            state.fate = .discarded
+            state.pending = []
+            defer { state.appenderWaits = false }
+            return (true, state.appenderWaits)
+        }
+        if waits { room.signal() }
+        if discards { queue.async { [path] in unlink(path) } }
+    }
+}
+
+extension StreamedEntryFile: Equatable {
+    /// The same file: one object per file.
+    static func == (lhs: StreamedEntryFile, rhs: StreamedEntryFile) -> Bool {
+        lhs === rhs
+    }
+}

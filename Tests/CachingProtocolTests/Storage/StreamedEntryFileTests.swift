@@ -1,0 +1,129 @@
+import XCTest
+@testable import CachingProtocol
+
+/// A body written to its entry file as it arrives (`StreamedEntryFile`), at the disk tier: the
+/// file it makes is the entry file the store would have encoded, lookups read a staged body from
+/// it before the worker renames it, and a file nobody stores is deleted.
+final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
+    private func makeStore(writeDelay: TimeInterval = 0.005) -> DiskStore {
+        track(DiskStore(configuration: .init(directory: cacheDirectory(), accessTimeWriteDelay: 3600, writeDelay: writeDelay)))
+    }
+
+    private func entryPath(_ key: String) -> String {
+        cacheDirectory().appendingPathComponent("entries").appendingPathComponent(EntryDigest(key: key).fileName).path
+    }
+
+    private func temporaryFiles() -> [String] {
+        Self.temporaryFiles(in: cacheDirectory())
+    }
+
+    private static func temporaryFiles(in directory: URL) -> [String] {
+        CacheFiles.entryNames(in: directory).filter { $0.hasPrefix(DiskStore.Paths.temporaryPrefix) }
+    }
+
+    /// Appends `body` in pieces of uneven sizes, as a transfer hands them over.
+    private func append(_ body: Data, to file: StreamedEntryFile) {
+        var start = 0
+        var size = 1
+        while start < body.count {
+            let end = min(body.count, start + size)
+            file.append(body[start..<end])
+            start = end
+            size = size * 3 % 40_000 + 7
+        }
+    }
+
+    /// Waits (without sleeping) until `condition` holds.
+    private func waitUntil(_ description: String, _ condition: @escaping @Sendable () -> Bool) {
+        let met = expectation(description: description)
+        let fulfilled = Locked(false)
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        timer.setEventHandler {
+            guard condition(), fulfilled.withLock({ let first = !$0; $0 = true; return first }) else { return }
+            met.fulfill()
+        }
+        timer.schedule(deadline: .now(), repeating: .milliseconds(1))
+        timer.resume()
+        wait(for: [met], timeout: 10)
+        timer.cancel()
+    }
+
+    func testABodyWrittenAsItArrivesBecomesTheEntryFileTheStoreWouldHaveWritten() throws {
+        // Given a record with two variants whose first body arrives in pieces
+        let store = makeStore(writeDelay: 3600)
+        store.waitUntilOpen()
+        let record = CacheRecord(key: "GET https://example.com/streamed", variants: [
+            Fixtures.entry(body: Data.pattern(700_000, seed: 3)), Fixtures.entry(body: Data.pattern(5_000, seed: 4)),
+        ])
+        let file = try XCTUnwrap(store.streamedEntryFile(forKey: record.key))
+        append(record.variants[0].body, to: file)
+        // When the record is stored with the file, its first body held only there
+        var withoutBody = record
+        withoutBody.variants[0].body = Data()
+        store.store(withoutBody, bodyFile: file)
+        // Then lookups read the body from the file before the worker wrote anything
+        XCTAssertFalse(FileManager.default.fileExists(atPath: entryPath(record.key)), "not renamed yet")
+        XCTAssertEqual(store.record(forKey: record.key), record)
+        // And once written it is the entry file an ordinary write makes, and nothing else is left
+        store.flush()
+        XCTAssertEqual(try FileIO.readFile(entryPath(record.key)), EntryCodec.encode(record))
+        XCTAssertEqual(temporaryFiles(), [])
+        XCTAssertEqual(store.listing().first?.summary, EntrySummary(record))
+    }
+
+    func testAFileNobodyStoresIsDeleted() throws {
+        let store = makeStore()
+        store.waitUntilOpen()
+        let discarded = try XCTUnwrap(store.streamedEntryFile(forKey: "GET https://example.com/a"))
+        append(Data.pattern(300_000), to: discarded)
+        var abandoned = store.streamedEntryFile(forKey: "GET https://example.com/b")
+        abandoned?.append(Data.pattern(1_000))
+        XCTAssertEqual(temporaryFiles().count, 2)
+        // When one is discarded (a body cut short, or one grown past the largest entry), and the
+        // other let go of without a word (a load abandoned on the way)
+        discarded.discard()
+        abandoned = nil
+        let directory = cacheDirectory()
+        waitUntil("both files are deleted") { Self.temporaryFiles(in: directory).isEmpty }
+    }
+
+    func testAStagedFileReplacedBeforeItWasWrittenIsDeleted() throws {
+        // Given a record staged with its file, not written yet
+        let store = makeStore(writeDelay: 3600)
+        store.waitUntilOpen()
+        let key = "GET https://example.com/replaced"
+        var first = store.streamedEntryFile(forKey: key)
+        append(Data.pattern(600_000, seed: 1), to: try XCTUnwrap(first))
+        store.store(CacheRecord(key: key, variants: [Fixtures.entry(body: Data())]), bodyFile: first)
+        first = nil  // the store holds it now
+        // When a newer response for the key is stored, its body in a file of its own
+        let newer = CacheRecord(key: key, variants: [Fixtures.entry(body: Data.pattern(650_000, seed: 2))])
+        var second = store.streamedEntryFile(forKey: key)
+        append(newer.variants[0].body, to: try XCTUnwrap(second))
+        store.store(newer, bodyFile: second)
+        second = nil
+        store.flush()
+        // Then only the newer one is on disk, whole, and the first file went
+        XCTAssertEqual(try EntryCodec.decode(FileIO.readFile(entryPath(key))), newer)
+        let directory = cacheDirectory()
+        waitUntil("the replaced file is deleted") { Self.temporaryFiles(in: directory).isEmpty }
+    }
+
+    func testARemovalWhileTheFileWaitsLeavesNothing() throws {
+        let store = makeStore(writeDelay: 3600)
+        store.waitUntilOpen()
+        let key = "GET https://example.com/removed"
+        var file = store.streamedEntryFile(forKey: key)
+        append(Data.pattern(600_000), to: try XCTUnwrap(file))
+        store.store(CacheRecord(key: key, variants: [Fixtures.entry(body: Data())]), bodyFile: file)
+        file = nil  // the store holds it now
+        // When the app removes it before the worker wrote it
+        store.removeRecord(forKey: key)
+        store.flush()
+        // Then no entry and no file is left
+        XCTAssertNil(store.record(forKey: key))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: entryPath(key)))
+        let directory = cacheDirectory()
+        waitUntil("the file is deleted") { Self.temporaryFiles(in: directory).isEmpty }
+    }
+}
