@@ -54,6 +54,7 @@ final class BenchmarkSuite {
             ("latency", memoryAndDiskHits),
             ("miss", layerCosts),
             ("throughput", throughput),
+            ("mixed", mixedLoad),
             ("scaling", scaling),
             ("memory", memoryBound),
             ("storage", storageAPI),

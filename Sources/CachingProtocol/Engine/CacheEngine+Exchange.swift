@@ -19,9 +19,12 @@ extension CacheEngine {
 
     /// Runs `plan` for `request` from an app session with `settings`, for `load` (nil: a
     /// background exchange nobody waits for — never for a session whose delegate judges server
-    /// trust (no load of it could take the challenge). Call it on the engine's queue (every
-    /// caller is there already), where an upstream task may be created.
-    func runExchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?) {
+    /// trust (no load of it could take the challenge). Its upstream requests use the connections
+    /// of `load`'s app session, or of `appSession` for a background exchange (the session whose
+    /// load started it: without the layer that load would have sent the request). Call it on the
+    /// engine's queue (every caller is there already), where an upstream task may be created.
+    func runExchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?,
+                     through appSession: AppSession? = nil) {
         if load == nil, settings.judgesServerTrust { return }
         guard case .started(let exchange) = exchanges.enter(plan, for: request, from: settings, load: load,
                                                             collapses: configuration.collapsesRequests) else { return }
@@ -40,7 +43,8 @@ extension CacheEngine {
                 && !(300...399).contains(entry.statusCode)
             method = byHead ? "HEAD" : requestMethod
         }
-        send(.planned(method: method), in: exchange, listener: ExchangeListener(engine: self, exchange: exchange, starter: load))
+        let listener = ExchangeListener(engine: self, exchange: exchange, starter: load, appSession: load?.appSession ?? appSession)
+        send(.planned(method: method), in: exchange, listener: listener)
     }
 
     /// Sends one request of `exchange`, unless every waiting load went away meanwhile (then the
@@ -52,7 +56,8 @@ extension CacheEngine {
         // A GET or HEAD whose waiting loads do not take the body as it arrives may be collected
         // whole by Foundation (`UpstreamClient.send`).
         let wholeBody = ["GET", "HEAD"].contains(request.httpMethod ?? "GET") && exchange.waiting.allSatisfy(\.load.takesWholeBody)
-        let task = upstream.send(request, from: exchange.id.settings, wholeBody: wholeBody, listener: listener) { [self] result in
+        let task = upstream.send(request, from: exchange.id.settings, appSession: listener.appSession, wholeBody: wholeBody,
+                                 listener: listener) { [self] result in
             received(result, for: sent, in: exchange, listener: listener)
         }
         if case .cancel(let task) = exchange.machine({ $0.upstreamStarted(task) }) { task.cancel() }
@@ -201,6 +206,8 @@ final class ExchangeListener: UpstreamListener {
     private let engine: CacheEngine
     private let exchange: Exchange
     private let starter: Load?
+    /// The app session whose connections the exchange's requests use (`URLSessionUpstream`).
+    let appSession: AppSession?
 
     private struct State {
         /// The request being sent, so a response head can be judged.
@@ -214,10 +221,11 @@ final class ExchangeListener: UpstreamListener {
     }
     private let state = Locked(State())
 
-    init(engine: CacheEngine, exchange: Exchange, starter: Load?) {
+    init(engine: CacheEngine, exchange: Exchange, starter: Load?, appSession: AppSession?) {
         self.engine = engine
         self.exchange = exchange
         self.starter = starter
+        self.appSession = appSession
     }
 
     /// Whether the load that started the exchange left (it was cancelled) before the answer.
