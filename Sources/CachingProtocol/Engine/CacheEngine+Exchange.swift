@@ -48,25 +48,28 @@ extension CacheEngine {
     }
 
     /// Sends one request of `exchange`, unless every waiting load went away meanwhile (then the
-    /// exchange finishes with nothing to hand out).
-    private func send(_ sent: SentRequest, in exchange: Exchange, listener: ExchangeListener) {
+    /// exchange finishes with nothing to hand out). `waitingForConnectivity`: through an upstream
+    /// session that waits for connectivity (`SessionSettings.waitsForConnectivity`).
+    private func send(_ sent: SentRequest, in exchange: Exchange, listener: ExchangeListener, waitingForConnectivity: Bool = false) {
         guard case .send = exchange.machine({ $0.prepareToSend() }) else { return resolve(exchange) }
         let request = upstreamRequest(for: sent, in: exchange)
         listener.expect(sent, method: request.httpMethod ?? "GET")
         // A GET or HEAD whose waiting loads do not take the body as it arrives may be collected
         // whole by Foundation (`UpstreamClient.send`).
         let wholeBody = ["GET", "HEAD"].contains(request.httpMethod ?? "GET") && exchange.waiting.allSatisfy(\.load.takesWholeBody)
-        let task = upstream.send(request, from: exchange.id.settings, appSession: listener.appSession, wholeBody: wholeBody,
+        let settings = waitingForConnectivity ? exchange.id.settings.waitingForConnectivity : exchange.id.settings
+        let task = upstream.send(request, from: settings, appSession: listener.appSession, wholeBody: wholeBody,
                                  listener: listener) { [self] result in
-            received(result, for: sent, in: exchange, listener: listener)
+            received(result, for: sent, in: exchange, listener: listener, waited: waitingForConnectivity)
         }
         if case .cancel(let task) = exchange.machine({ $0.upstreamStarted(task) }) { task.cancel() }
     }
 
     /// The origin answered (or failed): the policy says what it means; the engine stores what it
-    /// says to store and answers everyone waiting, or sends the follow-up GET.
+    /// says to store and answers everyone waiting, or sends the follow-up GET. `waited`: the
+    /// request went through an upstream session that waits for connectivity.
     private func received(_ result: Result<ReceivedResponse, Error>, for sent: SentRequest, in exchange: Exchange,
-                          listener: ExchangeListener) {
+                          listener: ExchangeListener, waited: Bool) {
         let request = exchange.request
         let now = configuration.now()
         if case .success(let received) = result { recordTransfer(received) }
@@ -79,6 +82,9 @@ extension CacheEngine {
         case .fetchBody:
             send(.bodyAfterHead, in: exchange, listener: listener)
         case .finish(let outcome):
+            if !waited, Self.waitsForConnectivity(after: result, answer: outcome.answer, from: exchange.id.settings) {
+                return send(sent, in: exchange, listener: listener, waitingForConnectivity: true)
+            }
             apply(outcome.storage, for: request)
             if outcome.learnsNoStore { learnNoStore(request.key, at: now) }
             let answer: Answer
@@ -101,6 +107,29 @@ extension CacheEngine {
             resolve(exchange, answering: answer, as: provenance,
                    privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener))
         }
+    }
+
+    /// Whether a request that failed with `result` goes again, to wait for connectivity, rather
+    /// than end with `answer`: when the app's session waits for connectivity, the origin could not
+    /// be reached for want of it, and nothing stored may answer instead (a stale answer after an
+    /// error comes at once). Without the layer the task would have waited; so does the load, and
+    /// its app's delegate is not told (`taskIsWaitingForConnectivity` has no protocol client call).
+    private static func waitsForConnectivity(after result: Result<ReceivedResponse, Error>, answer: ExchangeOutcome.AnswerSource,
+                                             from settings: SessionSettings) -> Bool {
+        guard settings.waitsForConnectivity, case .failure(let error) = result, isConnectivityUnavailable(error) else { return false }
+        switch answer {
+        case .failure, .gatewayTimeout: return true
+        case .received, .stored, .redirect: return false
+        }
+    }
+
+    /// The errors a request fails with at once, when its session does not wait, because no
+    /// network it may use is there (Apple's documentation of `waitsForConnectivity` names
+    /// `notConnectedToInternet`; the others are the cellular refusals of the same kind). A
+    /// connection lost once established is not one: waiting applies only to making it.
+    static func isConnectivityUnavailable(_ error: Error) -> Bool {
+        guard let code = (error as? URLError)?.code else { return false }
+        return [.notConnectedToInternet, .dataNotAllowed, .internationalRoamingOff, .callIsActive].contains(code)
     }
 
     /// Whether `result` is the upstream request cancelled after the load that started the
