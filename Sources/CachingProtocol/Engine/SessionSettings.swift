@@ -325,17 +325,37 @@ struct SessionSettings: Sendable, Hashable {
         var upstreamWaits = false
     }
 
-    /// Foundation's own protocol classes, as a new session configuration lists them (HTTP, FTP and
-    /// WebSocket on Linux).
+    /// Foundation's own protocol classes, in the order a new session configuration lists them
+    /// (HTTP, FTP and WebSocket on Linux): the classes of `URLSessionConfiguration.default`'s list
+    /// that Foundation defines (`isFoundationProtocol`). Being on that list does not say it:
+    /// OHHTTPStubs and netfox swizzle `.default` to put their own class there.
     static var foundationProtocolClasses: [AnyClass] {
-        URLSessionConfiguration.default.protocolClasses ?? []
+        defaultProtocolClasses.withLock { $0 }().filter(isFoundationProtocol)
+    }
+
+    /// Reads `URLSessionConfiguration.default.protocolClasses`: the seam where a test stands in
+    /// the list a swizzled `.default` gives.
+    static let defaultProtocolClasses = Locked<@Sendable () -> [AnyClass]>({ URLSessionConfiguration.default.protocolClasses ?? [] })
+
+    /// Whether `protocolClass` is one of Foundation's own, told by where it is defined rather than
+    /// by the lists that hold it: on Linux in FoundationNetworking (the module of its qualified
+    /// name); on Apple in an image of the system's (CFNetwork's protocols), whose path starts with
+    /// `/System/` or `/usr/lib/`, or does inside a simulator's runtime root. An app's class, one
+    /// of a library it links or embeds, or of a test bundle, never is.
+    static func isFoundationProtocol(_ protocolClass: AnyClass) -> Bool {
+        #if canImport(FoundationNetworking)
+        return String(reflecting: protocolClass).hasPrefix("FoundationNetworking.")
+        #else
+        guard let image = class_getImageName(protocolClass) else { return false }
+        let path = String(cString: image)
+        return ["/System/", "/usr/lib/"].contains { path.hasPrefix($0) || path.contains("/RuntimeRoot" + $0) }
+        #endif
     }
 
     /// Where the first of Foundation's own classes is in `classes`: where Foundation's HTTP
     /// loading sits among an app's protocol classes. Nil when none of them is there.
     static func firstFoundationProtocolIndex(in classes: [AnyClass]) -> Int? {
-        let foundation = Set(foundationProtocolClasses.map(ObjectIdentifier.init))
-        return classes.firstIndex { foundation.contains(ObjectIdentifier($0)) }
+        classes.firstIndex(where: isFoundationProtocol)
     }
 
     /// `classes`, followed by Foundation's own classes when none of them is among them.

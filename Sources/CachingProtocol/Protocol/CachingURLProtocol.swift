@@ -63,14 +63,14 @@ public class CachingURLProtocol: URLProtocol {
         let protocolInstance: URLProtocol
     }
 
-    /// Lets Foundation's own HTTP protocol load `task` (the first of the default configuration's
-    /// protocol classes that takes its request), reporting to the task as it would without the
-    /// layer; when none does, the task fails with `URLError.unsupportedURL` and a
-    /// `CachingError.unsupportedTask` saying so.
+    /// Lets Foundation's own HTTP protocol load `task` (the first of Foundation's protocol
+    /// classes that takes its request, `SessionSettings.foundationProtocolClasses`), reporting to
+    /// the task as it would without the layer; when none does, the task fails with
+    /// `URLError.unsupportedURL` and a `CachingError.unsupportedTask` saying so.
     private func handOverToFoundation(_ task: URLSessionTask, delivery: ClientDelivery) {
-        let foundationClass = (URLSessionConfiguration.default.protocolClasses ?? [])
+        let foundationClass = SessionSettings.foundationProtocolClasses
             .compactMap { $0 as? URLProtocol.Type }
-            .first { !($0 is CachingURLProtocol.Type) && $0.canInit(with: request) }
+            .first { $0.canInit(with: request) }
         guard let foundationClass else {
             let reason = CachingError(.unsupportedTask, "no Foundation protocol loads \(request.url?.absoluteString ?? "this request"); "
                                       + "use a session without CachingURLProtocol for it")

@@ -87,6 +87,21 @@ final class SessionSettingsTests: CachingTestCase {
         XCTAssertEqual(connections[1], connections[0], "connections with the layer, against without")
     }
 
+    /// Foundation's protocol classes are told by where they are defined, not by the list that
+    /// holds them: each of `.default`'s own is, the caching protocol and an app's are not.
+    func testFoundationsProtocolClassesAreToldByWhereTheyAreDefined() {
+        let listed = URLSessionConfiguration.default.protocolClasses ?? []
+        XCTAssertFalse(listed.isEmpty)
+        for protocolClass in listed {
+            XCTAssertTrue(SessionSettings.isFoundationProtocol(protocolClass), "\(protocolClass)")
+        }
+        XCTAssertFalse(SessionSettings.isFoundationProtocol(CachingURLProtocol.self))
+        XCTAssertFalse(SessionSettings.isFoundationProtocol(SessionProbe.self))
+        XCTAssertEqual(SessionSettings.foundationProtocolClasses.count, listed.count)
+        XCTAssertEqual(SessionSettings.firstFoundationProtocolIndex(in: [SessionProbe.self, CachingURLProtocol.self] + listed), 2)
+        XCTAssertNil(SessionSettings.firstFoundationProtocolIndex(in: [SessionProbe.self]))
+    }
+
     /// Only the configurations injected (or used) most recently stay bound: a session of one
     /// dropped since loads through Foundation, with its own header fields, uncached.
     func testASessionWhoseBindingWasDroppedLoadsThroughFoundation() async throws {
@@ -159,3 +174,6 @@ final class SessionSettingsTests: CachingTestCase {
         XCTAssertNotEqual(SessionSettings(none), plain)
     }
 }
+
+/// A protocol class of the test's own (an app's, for `isFoundationProtocol`).
+private final class SessionProbe: URLProtocol {}
