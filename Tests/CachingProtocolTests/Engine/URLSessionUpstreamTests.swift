@@ -23,11 +23,12 @@ final class URLSessionUpstreamTests: XCTestCase {
         origin.stop()
     }
 
-    /// Sends a GET of `/a?query` for a load of `appSession`; returns the body as text.
-    private func send(_ query: String, appSession: AppSession?) async throws -> String {
+    /// Sends a GET of `/a?query` for a load of `appSession` from a session with `settings`;
+    /// returns the body as text.
+    private func send(_ query: String, appSession: AppSession?, settings: SessionSettings = .standard) async throws -> String {
         let answered = XCTestExpectation(description: "answered")
         let result = Locked<Result<ReceivedResponse, Error>?>(nil)
-        _ = upstream.send(URLRequest(url: origin.url("/a?\(query)")), from: .standard, appSession: appSession, wholeBody: true,
+        _ = upstream.send(URLRequest(url: origin.url("/a?\(query)")), from: settings, appSession: appSession, wholeBody: true,
                           listener: nil) { outcome in
             result.withLock { $0 = outcome }
             answered.fulfill()
@@ -73,5 +74,25 @@ final class URLSessionUpstreamTests: XCTestCase {
         let gone = try await send("first-gone", appSession: firstSession)
         XCTAssertEqual(gone, "a first-gone", "a gone session's load uses the shared one")
         XCTAssertEqual(upstream.sessionCounts.all, 2)
+    }
+
+    /// At most `maximumAppSessions` app sessions' and `maximumSharedSessions` shared upstream
+    /// sessions are kept, each kind apart: the least recently used one goes.
+    func testEachKindKeepsAtMostItsLimit() async throws {
+        let sessions = (0...URLSessionUpstream.maximumAppSessions).map { _ in URLSession(configuration: .default) }
+        defer { for session in sessions { session.invalidateAndCancel() } }
+        for (number, session) in sessions.enumerated() {
+            let body = try await send("app-\(number)", appSession: AppSession(session))
+            XCTAssertEqual(body, "a app-\(number)")
+        }
+        XCTAssertEqual(upstream.sessionCounts.appSessions, URLSessionUpstream.maximumAppSessions)
+        for number in 0...URLSessionUpstream.maximumSharedSessions {
+            let configuration = URLSessionConfiguration.default
+            configuration.timeoutIntervalForRequest = Double(30 + number)
+            let body = try await send("shared-\(number)", appSession: nil, settings: SessionSettings(configuration))
+            XCTAssertEqual(body, "a shared-\(number)")
+        }
+        XCTAssertEqual(upstream.sessionCounts.all - upstream.sessionCounts.appSessions, URLSessionUpstream.maximumSharedSessions)
+        XCTAssertEqual(upstream.sessionCounts.appSessions, URLSessionUpstream.maximumAppSessions, "the other kind's limit")
     }
 }
