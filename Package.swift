@@ -14,8 +14,10 @@ let package = Package(
         .executable(name: "Demo", targets: ["Demo"]),
     ],
     targets: [
-        // The library: Foundation (and FoundationNetworking on Linux) only.
-        .target(name: "CachingProtocol"),
+        // The library: Foundation (and FoundationNetworking on Linux) only. Its privacy manifest
+        // (Docs/platforms.md, "Privacy manifest") goes into its resource bundle, where Xcode reads
+        // it for the app's privacy report.
+        .target(name: "CachingProtocol", resources: [.process("PrivacyInfo.xcprivacy")]),
         // An in-process HTTP/1.1 origin on a random loopback port, shared by the Demo and the tests.
         .target(name: "LoopbackOrigin"),
         // The Demo's comparison (scenario, clients, runner, report) and its commands, testable in-process.

@@ -5,7 +5,8 @@
 # Swift 6 mode. Nothing is linked or run. See Docs/platforms.md.
 #
 # Per SDK, in dependency order:
-# - the libraries CachingProtocol, LoopbackOrigin and DemoSupport, and on macOS CacheBenchmarks;
+# - the libraries CachingProtocol (with the `Bundle.module` accessor SwiftPM generates for its
+#   resources), LoopbackOrigin and DemoSupport, and on macOS CacheBenchmarks;
 # - on macOS the executables Demo, CacheTestTool and Fuzz (Package.swift builds them, and
 #   CacheBenchmarks, on macOS and Linux only: Xcode has no command-line-tool product for iOS or
 #   tvOS);
@@ -106,6 +107,38 @@ check() {
 # Emits a module for the next ones: its interface, with testing enabled for `@testable import`.
 emit() { echo -enable-testing -emit-module -emit-module-path "$modules/$1.swiftmodule"; }
 
+# What SwiftPM adds to a target with resources (CachingProtocol: its privacy manifest): the
+# `Bundle.module` accessor it generates on macOS, word for word but for the build path, and the
+# flag it defines; checked with the module, so the accessor compiles against the SDK in Swift 6
+# mode beside the library's code. Not with the iOS 16.4 SDK: its Xcode (14.3, Swift 5.8) cannot
+# build a package of tools version 6.0, and its `Bundle` is not `Sendable` (NSBundle became
+# NS_SWIFT_SENDABLE in the SDKs of Xcode 16, which every Swift 6 toolchain ships with), so the
+# generated `static let module: Bundle` never meets it. (Xcode generates an accessor of its own
+# and bundles the resource: only Xcode shows those.)
+resource_bundle() {
+    local accessor="$work/$1-resource_bundle_accessor.swift"
+    cat > "$accessor" <<ACCESSOR
+import Foundation
+
+extension Foundation.Bundle {
+    static let module: Bundle = {
+        let mainPath = Bundle.main.bundleURL.appendingPathComponent("CachingProtocol_$1.bundle").path
+        let buildPath = "/build/arm64-apple-macosx/debug/CachingProtocol_$1.bundle"
+
+        let preferredBundle = Bundle(path: mainPath)
+
+        guard let bundle = preferredBundle ?? Bundle(path: buildPath) else {
+            // Users can write a function called fatalError themselves, we should be resilient against that.
+            Swift.fatalError("could not load resource bundle: from \\(mainPath) or \\(buildPath)")
+        }
+
+        return bundle
+    }()
+}
+ACCESSOR
+    echo -D SWIFT_MODULE_RESOURCE_BUNDLE_AVAILABLE "$accessor"
+}
+
 # Every target of the current SDK, in dependency order; counts into sdk_checks, sdk_errors,
 # sdk_warnings.
 check_sdk() {
@@ -117,8 +150,10 @@ check_sdk() {
     # SIL mode only: it type-checks first and reports everything a type-check reports (the two
     # modes gave the same counts on all 73 checks of 2026-11-26), then the SIL diagnostics.
     for module in "${libraries[@]}"; do
-        # shellcheck disable=SC2046
-        check "Sources/$module" "$module" sil $(emit "$module")
+        local resources=""
+        case "$module/$sdk" in CachingProtocol/iOS16*) ;; CachingProtocol/*) resources="$(resource_bundle "$module")" ;; esac
+        # shellcheck disable=SC2046,SC2086
+        check "Sources/$module" "$module" sil $(emit "$module") $resources
     done
     if [ "$desktop" -eq 1 ]; then
         for module in Demo Fuzz; do

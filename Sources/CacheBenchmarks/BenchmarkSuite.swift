@@ -76,7 +76,7 @@ final class BenchmarkSuite {
     func cachingSession(_ cache: CachingURLCache, addsCacheStatus: Bool = true) -> URLSession {
         let configuration = URLSessionConfiguration.default
         configuration.urlCache = nil
-        CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache, addsCacheStatus: addsCacheStatus))
+        CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache, addsCacheStatus: addsCacheStatus), delegate: nil)
         return URLSession(configuration: configuration)
     }
 

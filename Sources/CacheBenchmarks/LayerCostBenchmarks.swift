@@ -227,7 +227,7 @@ extension BenchmarkSuite {
         if side == "layered" {
             let configuration = URLSessionConfiguration.default
             configuration.urlCache = nil
-            CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache))
+            CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache), delegate: nil)
             session = URLSession(configuration: configuration)
         } else {
             session = directSession()

@@ -3,8 +3,9 @@
 // (`registered-protocols`), the peak memory of one large body and the resources left after many
 // sessions (`peak-memory`, `token-refresh`), several processes sharing one cache directory (`hammer`,
 // `read-all`), a process killed in the middle of writes (`write-loop`), a process that may not
-// read the cache's files (`fill`, then `read-all-as`), and one that pins in a directory another
-// process uses (`pin`, `pinned`). Not a user-facing tool.
+// read the cache's files (`fill`, then `read-all-as`), one that pins in a directory another
+// process uses (`pin`, `pinned`), and one that takes the package's lock twice (`relock`, Apple
+// platforms). Not a user-facing tool.
 import CachingProtocol
 import Foundation
 #if canImport(FoundationNetworking)
@@ -55,7 +56,7 @@ func describe(_ data: Data?, _ response: URLResponse?, _ error: Error?) -> Strin
     return "status \((response as? HTTPURLResponse)?.statusCode ?? 0) bytes \(data.count)\(text)"
 }
 
-/// registered-protocols SCENARIO with|without BASE-URL DIR: the same app code without and with
+/// registered-protocols SCENARIO with|without|for-testing BASE-URL DIR: the same app code without and with
 /// `register()`, with a stub or a logger of the app's registered as well (AppProtocols), against
 /// the origin at BASE-URL. Prints `status=…` (with the layer), one `result …` line per request,
 /// and what the app's protocol did. Scenarios:
@@ -66,12 +67,18 @@ func describe(_ data: Data?, _ response: URLResponse?, _ error: Error?) -> Strin
 ///   only the last of the logger's pieces, Docs/foundation-facts.md, L10).
 /// - `cutting-logger-after`: as `pieces-logger-after`, with a logger that hands on only the
 ///   first 100,000 bytes of every body, in one piece, and ends it cleanly.
+/// - `stub-per-test`: two tests of an app's own suite, each registering the layer (`with`: a
+///   configuration of its own on DIR, as an app's; `for-testing`: `CachingConfiguration.forTesting()`)
+///   and then the stub, which answers /feed differently in each (fresh for ten minutes); each GETs
+///   it twice, then unregisters both.
 /// (The shared session's tasks cannot have a delegate of their own on Linux: such a task never
 /// starts, with or without the layer, Docs/foundation-facts.md, L27. Delegates are in the
 /// in-process pair tests.)
-func registeredProtocols(scenario: String, withLayer: Bool, base: URL, directory: String) -> Never {
+func registeredProtocols(scenario: String, side: String, base: URL, directory: String) -> Never {
+    let withLayer = side != "without"
     let notStored = AppProtocols.Record<[String]>([])
     func register() {
+        guard side != "for-testing" else { return print("status=\(CachingURLProtocol.register(.forTesting()))") }
         let cache = CachingURLCache(memoryCapacity: 4 << 20, diskCapacity: 16 << 20, directory: URL(fileURLWithPath: directory))
         let status = CachingURLProtocol.register(CachingConfiguration(cache: cache, observer: { event in
             if let reason = event.notStoredReason { notStored.change { $0.append("\(reason)") } }
@@ -87,6 +94,20 @@ func registeredProtocols(scenario: String, withLayer: Bool, base: URL, directory
         if scenario == "stub-after" { _ = URLProtocol.registerClass(AppProtocols.Stub.self) }
         for path in ["stubbed", "real", "stubbed", "real"] { print("result \(path): \(get(path))") }
         print("stub answered \(AppProtocols.Stub.answered.read { $0 })")
+    case "stub-per-test":
+        for (test, answer) in ["first", "second"].enumerated() {
+            // setUp: the layer, then the stub with this test's answer.
+            if withLayer { register() }
+            _ = URLProtocol.registerClass(AppProtocols.Stub.self)
+            AppProtocols.Stub.routes.change {
+                $0["/feed"] = AppProtocols.Stub.Canned(headers: ["Cache-Control": "max-age=600"], body: Data(answer.utf8))
+            }
+            for _ in 0..<2 { print("result test \(test + 1): \(get("feed"))") }
+            // tearDown (the cache's writes settled first, as a later run would find them)
+            URLProtocol.unregisterClass(AppProtocols.Stub.self)
+            CachingURLProtocol.configuration?.cache.waitUntilSettled()
+            if withLayer { CachingURLProtocol.unregister() }
+        }
     case "logger-after", "pieces-logger-after", "cutting-logger-after":
         if withLayer { register() }
         _ = URLProtocol.registerClass(AppProtocols.Logger.self)
@@ -105,7 +126,7 @@ func registeredProtocols(scenario: String, withLayer: Bool, base: URL, directory
     default:
         fail("unknown scenario \(scenario)")
     }
-    if withLayer {
+    if withLayer, scenario != "stub-per-test" {
         let statistics = CachingURLProtocol.statistics
         print("layer fetched=\(statistics.fetched) hits=\(statistics.hits) not-stored=\(notStored.read { $0 })")
     }
@@ -403,11 +424,22 @@ case "register":
     print("registration=\(status)")
     fetchThroughSharedSession(url)
     fetchThroughSharedSession(url)
+case "relock":
+    // The package's lock taken again by the thread that holds it: on Apple platforms an
+    // os_unfair_lock, which aborts the process (Docs/foundation-facts.md, A11). Never run on
+    // Linux, where pthread's default mutex would wait for ever.
+    #if canImport(Darwin)
+    let lock = Locked(0)
+    lock.withLock { _ in lock.withLock { _ in } }
+    print("relocked")
+    #else
+    fail("relock: Apple platforms only")
+    #endif
 case "registered-protocols":
-    guard arguments.count == 5, ["with", "without"].contains(arguments[2]), let base = URL(string: arguments[3]) else {
-        fail("usage: registered-protocols SCENARIO with|without BASE-URL DIR")
+    guard arguments.count == 5, ["with", "without", "for-testing"].contains(arguments[2]), let base = URL(string: arguments[3]) else {
+        fail("usage: registered-protocols SCENARIO with|without|for-testing BASE-URL DIR")
     }
-    registeredProtocols(scenario: arguments[1], withLayer: arguments[2] == "with", base: base, directory: arguments[4])
+    registeredProtocols(scenario: arguments[1], side: arguments[2], base: base, directory: arguments[4])
 case "peak-memory":
     guard arguments.count == 4, ["with", "without"].contains(arguments[1]), let url = URL(string: arguments[2]) else {
         fail("usage: peak-memory with|without URL DIR")

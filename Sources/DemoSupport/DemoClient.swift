@@ -61,7 +61,7 @@ final class DemoClient: Sendable {
                 revalidation: kind == .cachingProtocolHead ? .head : .conditionalGet,
                 now: site.clock.read,
                 observer: { [events] event in events.withLock { $0.append(event) } })
-            CachingURLProtocol.inject(into: configuration, using: caching)
+            CachingURLProtocol.inject(into: configuration, using: caching, delegate: nil)
             self.caching = caching
             self.directory = directory
             cachingCache = cache

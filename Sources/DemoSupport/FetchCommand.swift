@@ -37,7 +37,7 @@ public enum FetchCommand {
         })
         let sessionConfiguration = URLSessionConfiguration.default
         sessionConfiguration.timeoutIntervalForRequest = 30
-        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration)
+        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration, delegate: nil)
         let session = URLSession(configuration: sessionConfiguration)
         defer {
             session.finishTasksAndInvalidate()

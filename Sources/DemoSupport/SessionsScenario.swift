@@ -122,7 +122,7 @@ public struct SessionsScenario: Sendable {
     private static func session(_ caching: CachingConfiguration) -> URLSession {
         let configuration = URLSessionConfiguration.default
         configuration.urlCache = nil
-        CachingURLProtocol.inject(into: configuration, using: caching)
+        CachingURLProtocol.inject(into: configuration, using: caching, delegate: nil)
         return URLSession(configuration: configuration)
     }
 

@@ -110,6 +110,11 @@ public struct OriginResponse: Sendable {
         /// the origin dying mid-body. With `.chunked` transfer, closes after `n` body bytes
         /// without the last chunk.
         case closeAfterBodyBytes(Int)
+        /// Like `closeAfterBodyBytes`, but resets the connection (a TCP RST) once the client's
+        /// side has acknowledged those bytes, instead of closing it in order: a connection lost
+        /// mid-body, as a mobile network drops one. With `.chunked` transfer, resets after `n`
+        /// body bytes without the last chunk.
+        case resetAfterBodyBytes(Int)
         /// Declares this (larger) `Content-Length`, sends the real body, then closes.
         case declaredLength(Int)
         /// Waits this many seconds on the server before sending anything, then answers normally.

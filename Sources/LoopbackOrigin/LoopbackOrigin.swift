@@ -353,7 +353,10 @@ final class OriginCore: Sendable {
                     response, method: request.method, version: request.version, keepAlive: keepAlive,
                     fd: fd, listener: listener, newConnection: newConnection)
                 newConnection = false
-                guard open else { return }
+                guard open else {
+                    if case .resetAfterBodyBytes = response.fault { POSIXSocket.resetOnClose(fd, unlessSet: listener.wakeRead) }
+                    return
+                }
             }
         }
     }
@@ -396,7 +399,7 @@ final class OriginCore: Sendable {
             return false
         case .stall(let seconds):
             guard pause(seconds, client: fd, listener: listener) else { return false }
-        case .closeAfterBodyBytes(let count):
+        case .closeAfterBodyBytes(let count), .resetAfterBodyBytes(let count):
             closeAfterBodyBytes = max(0, count)
         case .declaredLength(let length):
             declaredLength = length

@@ -215,6 +215,22 @@ enum POSIXSocket {
         }
     }
 
+    /// Makes closing `fd` reset the connection (`SO_LINGER` with a zero timeout: a TCP RST
+    /// instead of a FIN), once the peer acknowledged everything sent on it, so the reset loses
+    /// none of it: a reset throws away what the sender has not had acknowledged. Waits at most
+    /// a second for that, on Linux (`SIOCOUTQ`); stops waiting when `wake` becomes readable.
+    static func resetOnClose(_ fd: Int32, unlessSet wake: Int32) {
+        #if canImport(Glibc)
+        let deadline = Date().addingTimeInterval(1)
+        var unacknowledged: Int32 = 0
+        while ioctl(fd, UInt(TIOCOUTQ), &unacknowledged) == 0, unacknowledged > 0, deadline.timeIntervalSinceNow > 0 {
+            if !waitReadable([wake], timeout: 0.001).isEmpty { break }
+        }
+        #endif
+        var option = linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+    }
+
     /// Shuts both directions down: a blocked `recv` or `send` on another thread returns, and
     /// the peer sees the connection end. The descriptor stays open (its owner closes it).
     static func shutdownBoth(_ fd: Int32) {

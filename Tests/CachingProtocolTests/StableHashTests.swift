@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class StableHashTests: XCTestCase {
+final class StableHashTests: LoaderRulesTestCase {
     /// Reference values of the XXH64 specification, so the file names of a cache written by one
     /// build are the file names another build looks for.
     func testMatchesReferenceVectors() {

@@ -5,7 +5,7 @@ import XCTest
 
 /// `Demo bench` with tiny iteration counts: it runs, and its JSON has the promised shape. The
 /// numbers are not checked — performance is measured in release builds, not asserted in tests.
-final class BenchmarkSmokeTests: XCTestCase {
+final class BenchmarkSmokeTests: LoaderRulesTestCase {
     func testQuickRunProducesEveryResultWithItsReference() throws {
         let suite = BenchmarkSuite(scale: .quick) { _ in }
         let results = try suite.run(only: ["latency", "storage", "scaling", "mixed"])
@@ -39,7 +39,7 @@ final class BenchmarkSmokeTests: XCTestCase {
     }
 }
 #else
-final class BenchmarkSmokeTests: XCTestCase {
+final class BenchmarkSmokeTests: LoaderRulesTestCase {
     func testBench() throws {
         throw XCTSkip("Demo bench (CacheBenchmarks) starts nginx and child processes, and is built on macOS and Linux only")
     }

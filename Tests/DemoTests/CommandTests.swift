@@ -5,7 +5,7 @@ import LoopbackOrigin
 import XCTest
 
 /// The JSON for scripts, the argument handling and `Demo fetch`.
-final class CommandTests: XCTestCase {
+final class CommandTests: LoaderRulesTestCase {
     // MARK: JSON
 
     func testJSONHasTheDocumentedShape() async throws {

@@ -6,7 +6,7 @@ import XCTest
 /// The Demo's comparison, run in-process: the protocol saves origin requests and bytes against
 /// both baselines and against header-only caching, never answers wrongly, and each rule behaves
 /// as the contract says, under the heuristic rules and under the headers alone.
-final class ComparisonTests: XCTestCase {
+final class ComparisonTests: LoaderRulesTestCase {
     private let policy = CachingPolicy.heuristic()
 
     private func runComparison() async throws -> ComparisonReport {

@@ -9,7 +9,7 @@ import XCTest
 /// `Demo inspect DIR [--json]` on a directory the test fills: the table is largest first with
 /// size, age, fresh or stale and pinned, the JSON says the same, and the directory is byte for
 /// byte and file for file what it was.
-final class InspectCommandTests: XCTestCase {
+final class InspectCommandTests: LoaderRulesTestCase {
     private var directory: URL!
 
     override func setUpWithError() throws {

@@ -6,7 +6,7 @@ import XCTest
 
 /// What the user feels: the simulated network (`--network`), the time the app waited and the
 /// bytes it moved, and the offline phase, in the table and the JSON.
-final class NetworkAndOfflineTests: XCTestCase {
+final class NetworkAndOfflineTests: LoaderRulesTestCase {
     // MARK: Profiles
 
     func testNetworkProfilesAreChosenByName() throws {

@@ -7,7 +7,7 @@ import XCTest
 
 /// `Demo --svg FILE`: well-formed SVG with one row per client, the time its app waited stacked by
 /// phase, and its origin requests and bytes, every bar to the scale of the report's numbers.
-final class ReportSVGTests: XCTestCase {
+final class ReportSVGTests: LoaderRulesTestCase {
     func testOneRowPerClientWithItsPhasesStackedToScale() async throws {
         // Given a comparison of every client
         let report = try await Comparison(scenario: NetworkAndOfflineTests.small, network: NetworkAndOfflineTests.fast).run()

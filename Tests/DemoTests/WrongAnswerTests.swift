@@ -5,7 +5,7 @@ import XCTest
 
 /// The wrong-answer count is only worth something if it can be non-zero: these tests show that
 /// it counts a stale body the contract forbids, and nothing the contract allows.
-final class WrongAnswerTests: XCTestCase {
+final class WrongAnswerTests: LoaderRulesTestCase {
     func testTheJudgementFollowsTheDefinition() {
         let cases: [(current: Bool, contacted: Bool, since: TimeInterval?, window: TimeInterval, expected: Freshness)] = [
             (true, false, nil, 0, .current),

@@ -46,6 +46,39 @@ final class FaultAndLifecycleTests: XCTestCase {
         XCTAssertEqual(origin.bodyBytesSent, 120)
     }
 
+    func testResetAfterBodyBytesDeclaresTheFullLengthThenResetsTheConnection() async throws {
+        let origin = try LoopbackOrigin()
+        let body = payload
+        origin.handle("/reset") { _ in OriginResponse(body: body, fault: .resetAfterBodyBytes(100)) }
+        origin.handle("/cut") { _ in OriginResponse(body: body, fault: .closeAfterBodyBytes(100)) }
+
+        let connection = try RawConnection(port: origin.port)
+        try connection.send("GET /reset HTTP/1.1\r\nHost: x\r\n\r\n")
+        let wire = try connection.readToEnd()
+        let text = String(decoding: wire, as: UTF8.self)
+        XCTAssertTrue(text.contains("Content-Length: 1000\r\n"), text)
+        let headEnd = try XCTUnwrap(text.range(of: "\r\n\r\n"))
+        XCTAssertEqual(Array(wire[text.utf8.distance(from: text.startIndex, to: headEnd.upperBound)...]), Array(body.prefix(100)),
+                       "every byte sent before the reset arrives")
+        XCTAssertTrue(connection.wasReset, "a reset, not an orderly close")
+        let orderly = try RawConnection(port: origin.port)
+        try orderly.send("GET /cut HTTP/1.1\r\nHost: x\r\n\r\n")
+        _ = try orderly.readToEnd()
+        XCTAssertFalse(orderly.wasReset, "closeAfterBodyBytes closes in order")
+
+        // URLSession tells the two apart: a reset is a lost connection.
+        for (path, code) in [("/reset", URLError.Code.networkConnectionLost), ("/cut", URLError.Code.unknown)] {
+            do {
+                let (data, _) = try await fetch(makeSession(), origin.url(path))
+                XCTFail("\(path): a truncated body must fail the task, got \(data.count) bytes")
+            } catch {
+                #if canImport(FoundationNetworking)
+                XCTAssertEqual((error as? URLError)?.code, code, "\(path): \(error)")
+                #endif
+            }
+        }
+    }
+
     func testDeclaredLengthPromisesMoreThanItSends() async throws {
         let origin = try LoopbackOrigin()
         origin.handle("/short") { _ in OriginResponse(body: Data("abc".utf8), fault: .declaredLength(10)) }

@@ -117,6 +117,9 @@ final class RawConnection {
         }
     }
 
+    /// Whether the server reset the connection (rather than closing it in order).
+    private(set) var wasReset = false
+
     /// Reads more bytes; false at end of stream. Throws on a timeout or error.
     private func receiveMore() throws -> Bool {
         var chunk = [UInt8](repeating: 0, count: 65_536)
@@ -124,7 +127,10 @@ final class RawConnection {
         if count == 0 { return false }
         if count < 0 {
             let code = errno
-            if code == ECONNRESET { return false }
+            if code == ECONNRESET {
+                wasReset = true
+                return false
+            }
             throw RawClientError(description: "recv: errno \(code) (\(String(cString: strerror(code))))")
         }
         buffer.append(contentsOf: chunk[0..<count])

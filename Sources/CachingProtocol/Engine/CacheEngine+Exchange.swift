@@ -103,9 +103,12 @@ extension CacheEngine {
             case .failure(let error):
                 answer = .failure(error)
             }
-            let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason)
+            let streamed = listener.streamed
+            let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason,
+                                        streamed: streamed)
             resolve(exchange, answering: answer, as: provenance,
-                   privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener))
+                   privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener),
+                   failingAfterTheHead: Self.failureAfterTheHead(result, givenTheHead: streamed.loads))
         }
     }
 
@@ -130,6 +133,16 @@ extension CacheEngine {
     static func isConnectivityUnavailable(_ error: Error) -> Bool {
         guard let code = (error as? URLError)?.code else { return false }
         return [.notConnectedToInternet, .dataNotAllowed, .internationalRoamingOff, .callIsActive].contains(code)
+    }
+
+    /// The loads that took the head of the response `result` ends (`ExchangeListener`), with
+    /// its error when the response failed after that head: they have seen part of that response,
+    /// so they fail as they fail without the layer, with the upstream's error — never a stored
+    /// copy or the cache's `504` behind that head (those go to the loads that did not take it).
+    private static func failureAfterTheHead(_ result: Result<ReceivedResponse, Error>,
+                                            givenTheHead loads: Set<ObjectIdentifier>) -> (loads: Set<ObjectIdentifier>, error: Error)? {
+        guard case .failure(let error) = result else { return nil }
+        return loads.isEmpty ? nil : (loads, error)
     }
 
     /// Whether `result` is the upstream request cancelled after the load that started the
@@ -168,11 +181,18 @@ extension CacheEngine {
     /// Hands `answer` to every load that waits on `exchange` and retires it; with no answer
     /// (nobody waits any more) it only retires it. An answer that is `privately` the load's that
     /// started the exchange (its app answered a challenge with a credential on the way, or it
-    /// left) goes to that load only; the others start again, on their own.
+    /// left) goes to that load only; the others start again, on their own. The loads of
+    /// `failingAfterTheHead` get its error instead (`failureAfterTheHead`).
     private func resolve(_ exchange: Exchange, answering answer: Answer? = nil, as provenance: Provenance? = nil,
-                        privately: Bool = false) {
+                        privately: Bool = false, failingAfterTheHead failure: (loads: Set<ObjectIdentifier>, error: Error)? = nil) {
         guard let waiters = exchanges.close(exchange), let answer, let provenance else { return }
         for waiter in waiters {
+            if let failure, failure.loads.contains(ObjectIdentifier(waiter.load.handle)) {
+                // What it got of the body before the failure counts as delivered.
+                let failed = Provenance(outcome: .failed, trip: provenance.trip, collapsed: waiter.collapsed, streamed: provenance.streamed)
+                deliver(.failure(failure.error), to: waiter.load, as: failed)
+                continue
+            }
             if privately, waiter.collapsed {
                 var retried = waiter.load
                 retried.collapsible = false
@@ -242,11 +262,14 @@ final class ExchangeListener: UpstreamListener {
         /// The request being sent, so a response head can be judged.
         var sent = SentRequest.planned(method: "GET")
         var trip = CacheEngine.Trip()
-        /// The loads that got the response head, and so get the body's pieces.
-        var streamingTo: [LoadClient] = []
+        /// The loads that got the head of the response to the request sent last, and so get
+        /// the body's pieces.
+        var streamingTo: [Load] = []
         /// Those of them that need nothing more than the pieces (`Load.needsWholeBody` false),
         /// by their handles.
         var takingPiecesOnly: Set<ObjectIdentifier> = []
+        /// The body bytes relayed to them.
+        var relayedBytes = 0
     }
     private let state = Locked(State())
 
@@ -260,6 +283,7 @@ final class ExchangeListener: UpstreamListener {
     /// Whether the load that started the exchange left (it was cancelled) before the answer.
     var starterLeft: Bool { starter?.handle.isFinished ?? false }
 
+
     /// Says which request of the exchange is sent next, with `method`.
     func expect(_ sent: SentRequest, method: String) {
         state.withLock { state in
@@ -267,7 +291,14 @@ final class ExchangeListener: UpstreamListener {
             state.trip.methods.append(method)
             state.streamingTo = []
             state.takingPiecesOnly = []
+            state.relayedBytes = 0
         }
+    }
+
+    /// The loads (by their handles) that got the head of the response to the request sent last,
+    /// and how many body bytes they got.
+    var streamed: CacheEngine.Streamed {
+        state.withLock { CacheEngine.Streamed(loads: Set($0.streamingTo.map { ObjectIdentifier($0.handle) }), bytes: $0.relayedBytes) }
     }
 
     /// Counts the answer to the request sent last; returns the exchange's trip so far.
@@ -313,7 +344,7 @@ final class ExchangeListener: UpstreamListener {
         }
         let response = engine.deliverable(head, status: engine.keyed(status, for: request))
         state.withLock { state in
-            state.streamingTo = waiters.map(\.load.client)
+            state.streamingTo = waiters.map(\.load)
             state.takingPiecesOnly = Set(waiters.filter { !$0.load.needsWholeBody }.map { ObjectIdentifier($0.load.handle) })
         }
         for waiter in waiters {
@@ -327,7 +358,11 @@ final class ExchangeListener: UpstreamListener {
     }
 
     func upstreamDidReceiveBody(_ data: Data) {
-        for client in state.withLock({ $0.streamingTo }) { client.receiveChunk(data) }
+        let loads = state.withLock { state -> [Load] in
+            state.relayedBytes += data.count
+            return state.streamingTo
+        }
+        for load in loads { load.client.receiveChunk(data) }
     }
 
     /// Whether the response `head` begins may still be stored once its body is in: an answer only

@@ -340,6 +340,21 @@ final class CacheEngine: Sendable {
         var trip = Trip()
         var collapsed = false
         var notStored: NotStoredReason?
+        /// The loads that took the response's body as it arrived, and how many bytes they got:
+        /// what they were handed, which the answer's body (only what was kept) may not show.
+        var streamed = Streamed()
+    }
+
+    /// The loads an exchange's response was streamed to (`ExchangeListener`), by their handles,
+    /// and the body bytes each of them got.
+    struct Streamed: Sendable {
+        var loads: Set<ObjectIdentifier> = []
+        var bytes = 0
+
+        /// The body bytes `load` got as they arrived.
+        func bytes(to load: Load) -> Int {
+            loads.contains(ObjectIdentifier(load.handle)) ? bytes : 0
+        }
     }
 
     /// Hands `answer` to `load`'s client and counts it as `provenance` says — unless it is a
@@ -359,16 +374,18 @@ final class CacheEngine: Sendable {
         if load.followedStoredRedirect, case .response(let response, let body) = answer {
             answer = .response(markedAsReachedThroughStoredRedirect(response), body)
         }
-        account(answer, key: load.request.key, as: provenance, started: load.started)
+        account(answer, key: load.request.key, as: provenance, started: load.started, streamedBytes: provenance.streamed.bytes(to: load))
         load.client.receive(answer, outcome: provenance.outcome)
     }
 
     /// Counts an answer and reports it to the observer. Called before the app gets the answer,
-    /// so statistics read after a response always include it.
-    func account(_ answer: Answer, key: String, as provenance: Provenance, started: DispatchTime) {
+    /// so statistics read after a response always include it. The bytes delivered are the
+    /// answer's body, or the `streamedBytes` the app got as they arrived (a body only relayed is
+    /// not in the answer).
+    func account(_ answer: Answer, key: String, as provenance: Provenance, started: DispatchTime, streamedBytes: Int = 0) {
         let (outcome, trip, collapsed) = (provenance.outcome, provenance.trip, provenance.collapsed)
-        var delivered = 0
-        if case .response(_, let body) = answer { delivered = body.count }
+        var delivered = streamedBytes
+        if case .response(_, let body) = answer { delivered = max(delivered, body.count) }
         configuration.identity.counters.withLock { counters in
             switch outcome {
             case .hit: counters.hits += 1

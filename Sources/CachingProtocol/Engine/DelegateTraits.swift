@@ -32,11 +32,7 @@ struct DelegateTraits: Hashable, Sendable {
 
     /// Whether the platform's loader raises server-trust challenges to delegates: Apple's does
     /// (Docs/foundation-facts.md, A14); swift-corelibs-foundation never does (L20).
-    #if canImport(FoundationNetworking)
-    static let platformRaisesServerTrust = false
-    #else
-    static let platformRaisesServerTrust = true
-    #endif
+    static let platformRaisesServerTrust = LoaderRules.current.raisesServerTrust
 
     /// The traits of a session made from `configuration` whose delegate the cache cannot see: one
     /// injected without naming it (`CachingURLProtocol.inject(into:using:)`), or an

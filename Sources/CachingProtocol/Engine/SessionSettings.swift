@@ -77,14 +77,11 @@ struct SessionSettings: Sendable, Hashable {
     /// for the loader's (the app's preferred languages, as `Accept-Language` lists them; the app's
     /// and the system's versions) and are never sent: the upstream session adds its own. Computed
     /// once: iOS relaunches an app whose languages change. On Linux none: corelibs adds both too
-    /// (L22), and the layer keeps matching there as it did.
-    #if canImport(FoundationNetworking)
-    static let fieldsAddedWhenSent: [String: String] = [:]
-    #else
-    static let fieldsAddedWhenSent: [String: String] = [
+    /// (L22), and the layer keeps matching there as it did (`LoaderRules`).
+    static let fieldsAddedWhenSent: [String: String] = LoaderRules.current.addsFieldsAfterProtocols ? [
         "accept-language": acceptLanguage(for: Locale.preferredLanguages),
         "user-agent": loaderUserAgent(),
-    ]
+    ] : [:]
 
     /// The `User-Agent` Apple's loader sends by default, as widely reported: the app's name and
     /// version, then CFNetwork's and Darwin's versions.
@@ -98,7 +95,6 @@ struct SessionSettings: Sendable, Hashable {
         let release = withUnsafeBytes(of: &system.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         return "\(name)/\(version) CFNetwork/\(network) Darwin/\(release)"
     }
-    #endif
 
     /// An `Accept-Language` value for `languages`, most preferred first, as loaders send it: the
     /// first six, weighted 1, 0.9, 0.8…
@@ -129,11 +125,7 @@ struct SessionSettings: Sendable, Hashable {
     /// Whether this layer must put the session's cookies on a request itself: Apple's loader
     /// adds them after the protocol saw the request (Docs/foundation-facts.md, A6); corelibs adds
     /// them when the task is created, before (Docs/foundation-facts.md, L16).
-    #if canImport(FoundationNetworking)
-    static let addsSessionCookies = false
-    #else
-    static let addsSessionCookies = true
-    #endif
+    static let addsSessionCookies = LoaderRules.current.addsCookiesAfterProtocols
 
     // MARK: The request
 

@@ -69,6 +69,16 @@ package struct CacheRequest: @unchecked Sendable {
         case preferCache
         /// `.returnCacheDataDontLoad`: only a stored response, never the network.
         case onlyCache
+
+        /// Whether a stored response may stand in for the origin's answer when the origin fails
+        /// (a stale copy, or the cache's `504` for one that may not be served unvalidated): only
+        /// when the policy decides or the app prefers stored data. A reload asked for the
+        /// origin's answer, and `.revalidate` uses stored data only once the origin confirms it
+        /// (Apple's documentation of `reloadRevalidatingCacheData`: "otherwise the URL is loaded
+        /// from the origin source"): both get the origin's answer or its error.
+        var acceptsStoredAnswerWhenTheOriginFails: Bool {
+            self == .normal || self == .preferCache
+        }
     }
 
     let urlRequest: URLRequest

@@ -94,7 +94,7 @@ extension CachingPolicy {
                 if mayServeAfterError(fallback, request: request, now: context.now, disconnected: true) {
                     return Self.staleAfterError(fallback, originStatus: nil, now: context.now)
                 }
-                if answersGatewayTimeoutWhenUnvalidated(fallback) {
+                if answersGatewayTimeoutWhenUnvalidated(fallback, for: request) {
                     return ExchangeOutcome(answer: .gatewayTimeout(CacheStatus(forward: forward, detail: "origin-unreachable")),
                                            verdict: .failed)
                 }

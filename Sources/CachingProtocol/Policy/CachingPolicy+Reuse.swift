@@ -129,10 +129,12 @@ extension CachingPolicy {
 
     /// Whether `entry` may be served, stale, because the origin failed at `now`: it answered
     /// with a 5xx, or (`disconnected`) it could not be reached at all. RFC 9111 §4.2.4: never for
-    /// `no-cache` or `must-revalidate` responses.
+    /// `no-cache` or `must-revalidate` responses; never for a request that refuses stored data
+    /// the origin did not confirm (`Mode.acceptsStoredAnswerWhenTheOriginFails`).
     package func mayServeAfterError(_ entry: CacheEntry, request: CacheRequest, now: Date, disconnected: Bool = false) -> Bool {
         let stored = storedDirectives(entry)
-        guard mayServeStale(stored), !request.directives.noCache || request.mode == .preferCache else { return false }
+        guard request.mode.acceptsStoredAnswerWhenTheOriginFails, mayServeStale(stored),
+              !request.directives.noCache || request.mode == .preferCache else { return false }
         let staleness = -entry.timeToLive(at: now)
         if staleness <= 0 { return true }
         let allowance = request.directives.staleIfError.map(TimeInterval.init)
@@ -141,12 +143,14 @@ extension CachingPolicy {
         return staleness <= allowance
     }
 
-    /// Whether a failed attempt to validate `entry` (no response from the origin) is answered with
-    /// a `504 Gateway Timeout` from the cache: RFC 9111 §5.2.2.2 requires it for `must-revalidate`
-    /// responses (a disconnected cache "MUST generate an error response rather than reuse the
-    /// stale response"), and `no-cache` ones may not be used unvalidated either (§5.2.2.4).
-    func answersGatewayTimeoutWhenUnvalidated(_ entry: CacheEntry) -> Bool {
-        !mayServeStale(storedDirectives(entry))
+    /// Whether a failed attempt to validate `entry` for `request` (no response from the origin)
+    /// is answered with a `504 Gateway Timeout` from the cache: RFC 9111 §5.2.2.2 requires it for
+    /// `must-revalidate` responses (a disconnected cache "MUST generate an error response rather
+    /// than reuse the stale response"), and `no-cache` ones may not be used unvalidated either
+    /// (§5.2.2.4). A request that refuses stored data the origin did not confirm gets the
+    /// origin's error instead (`Mode.acceptsStoredAnswerWhenTheOriginFails`).
+    func answersGatewayTimeoutWhenUnvalidated(_ entry: CacheEntry, for request: CacheRequest) -> Bool {
+        request.mode.acceptsStoredAnswerWhenTheOriginFails && !mayServeStale(storedDirectives(entry))
     }
 
     /// RFC 9111 §4.2.4: a response carrying `no-cache` or `must-revalidate` is never served stale.

@@ -85,13 +85,11 @@ public class CachingURLProtocol: URLProtocol {
     // MARK: URLProtocol
 
     /// The settings of the app session this class serves and the engine that caches for it
-    /// (see `SessionClasses`); nil when the class is no longer bound (after `unregister()`) or
-    /// nothing is installed for it.
-    class var binding: (settings: SessionSettings, engine: CacheEngine)? {
-        guard let binding = SessionClasses.binding(of: self), let engine = binding.engine ?? Installation.current else {
-            return nil
-        }
-        return (binding.settings, engine)
+    /// (see `SessionClasses`), or the settings it served before it was unbound (after
+    /// `unregister()`, or pushed out by other configurations) or nothing was installed for it.
+    /// A class property so tests can stand a class of their own in for one `SessionClasses` made.
+    class var binding: SessionClasses.ClassBinding {
+        SessionClasses.classBinding(of: self)
     }
 
     /// How this platform's client wants to be called (see `ClientDelivery.Rules`). A class
@@ -101,7 +99,7 @@ public class CachingURLProtocol: URLProtocol {
     }
 
     public override class func canInit(with request: URLRequest) -> Bool {
-        guard let (settings, engine) = binding, !engine.bypasses(request) else { return false }
+        guard case .bound(let settings, let engine) = binding, !engine.bypasses(request) else { return false }
         let request = settings.apply(to: request)
         let facts = RequestHeaderFacts(request)   // read once: bridging the header fields costs microseconds
         switch RequestDisposition(request, facts: facts) {
@@ -148,11 +146,7 @@ public class CachingURLProtocol: URLProtocol {
     /// Whether a protocol may get a request's body as a stream although the app set `httpBody`:
     /// on Apple platforms (Docs/foundation-facts.md, A21: reasoned, not run); corelibs hands a
     /// protocol the request's `httpBody` as the app set it.
-    #if canImport(FoundationNetworking)
-    static let everyBodyIsAStream = false
-    #else
-    static let everyBodyIsAStream = true
-    #endif
+    static let everyBodyIsAStream = LoaderRules.current.bodiesMayComeAsStreams
 
     #if !canImport(FoundationNetworking)
     /// Data tasks only: download, upload, stream and WebSocket tasks are left to the system
@@ -210,15 +204,19 @@ public class CachingURLProtocol: URLProtocol {
         }
         #endif
         // `canInit` accepted the request: a cacheable GET, or an unsafe method for a stored URL.
-        guard let (bound, engine) = Self.binding, case let request = bound.apply(to: self.request),
-              let key = engine.cacheKey(for: request) else {
-            #if canImport(FoundationNetworking)
+        let (bound, engine): (SessionSettings, CacheEngine)
+        switch Self.binding {
+        case .bound(let settings, let boundEngine):
+            (bound, engine) = (settings, boundEngine)
+        case .unbound(let lastSettings):
             // Unbound between `canInit` and here (`unregister()`, or the class's binding was the
             // least recently used one, `SessionClasses`): loaded as without the layer.
-            if let task { return handOverToFoundation(task, delivery: delivery) }
-            #endif
-            let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting")
-            return delivery.deliver(.failure(reason.urlError(.cancelled)), onCallingThread: true)
+            return loadUncached(with: lastSettings, delivery: delivery)
+        }
+        let request = bound.apply(to: self.request)
+        guard let key = engine.cacheKey(for: request) else {
+            let reason = CachingError(.unsupportedTask, "a request without a URL")
+            return delivery.deliver(.failure(reason.urlError(.badURL)), onCallingThread: true)
         }
         #if canImport(FoundationNetworking)
         let settings = bound
@@ -247,6 +245,31 @@ public class CachingURLProtocol: URLProtocol {
             // nobody waits for is cancelled.
             if delivery.isStopped { handle.cancel() }
         }
+    }
+
+    /// Loads the request of a class unbound since `canInit` took it, as without the layer. On
+    /// Linux the task goes to Foundation's own protocol. Elsewhere — Apple's loader has no public
+    /// protocol to hand a task to — it goes to the origin as it is, through an upstream session
+    /// made from the settings the class last served, nothing looked up or stored
+    /// (`PassThroughLoad`): the app's header fields, cookies and session rules apply, its delegate
+    /// gets the challenges and redirects, and the next hop of a redirect is Foundation's. Settings
+    /// forgotten meanwhile (`SessionClasses.maximumBindings` more classes were unbound since)
+    /// cannot be guessed: the load fails as cancelled, with a `CachingError` saying why — as does
+    /// one whose client cannot take a redirect report (Linux's, without a task: corelibs never
+    /// makes such a load).
+    private func loadUncached(with settings: SessionSettings?, delivery: ClientDelivery) {
+        #if canImport(FoundationNetworking)
+        if let task { return handOverToFoundation(task, delivery: delivery) }
+        #endif
+        guard let settings, delivery.rules.reportsRedirects else {
+            let reason = CachingError(.notInstalled, "CachingURLProtocol was uninstalled while a request was starting, "
+                                      + "and the settings of its session were forgotten")
+            return delivery.deliver(.failure(reason.urlError(.cancelled)), onCallingThread: true)
+        }
+        let handle = PassThroughLoad.start(settings.apply(to: request), from: settings, through: Installation.passThroughUpstream,
+                                           client: makeClient(delivery, settings: settings))
+        state.withLock { $0.loading = handle }
+        if delivery.isStopped { handle.cancel() }
     }
 
     /// `request` as a POST the cache may answer (`CachingRule.cachePOST`), keyed by its URL,

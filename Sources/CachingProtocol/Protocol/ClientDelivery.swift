@@ -37,13 +37,20 @@ final class ClientDelivery: Sendable {
         /// session delegate, its own HTTP protocol to that task delegate too (`AsyncTaskDelegate`).
         var relaysBodiesToAsyncTaskDelegates = false
 
-        #if canImport(FoundationNetworking)
-        static let platform = Rules(streamsBodies: false, holdsLockAcrossClientCalls: true,
+        /// swift-corelibs-foundation's client.
+        static let corelibs = Rules(streamsBodies: false, holdsLockAcrossClientCalls: true,
                                     forwardsChallenges: false, reportsRedirects: false,
                                     relaysBodiesToAsyncTaskDelegates: true)
+        /// Apple's client (tests run it on Linux through `CachingURLProtocol.deliveryRules`).
+        static let apple = Rules(streamsBodies: true, holdsLockAcrossClientCalls: false,
+                                 forwardsChallenges: true, reportsRedirects: true)
+
+        /// The client of the platform the package was built for. Not one of `LoaderRules`: the
+        /// client is the platform's own code, which a test process cannot switch.
+        #if canImport(FoundationNetworking)
+        static let platform = corelibs
         #else
-        static let platform = Rules(streamsBodies: true, holdsLockAcrossClientCalls: false,
-                                    forwardsChallenges: true, reportsRedirects: true)
+        static let platform = apple
         #endif
     }
 
@@ -64,8 +71,8 @@ final class ClientDelivery: Sendable {
     private struct State {
         /// Set by `stop` and by the end of the answer: nothing reaches the client afterwards.
         var isStopped = false
-        /// The response went to the client already (streamed): the answer only ends the load.
-        var sentHead = false
+        /// The response that went to the client already, as it arrived: the answer only ends it.
+        var streamed: StreamedResponse?
         var bodyDelivery: BodyDelivery
         /// Someone in the app may refuse a reported redirect (`redirectsMayBeRefused`).
         var redirectsMayBeRefused = false
@@ -131,22 +138,39 @@ final class ClientDelivery: Sendable {
 
     // MARK: Deliveries
 
+    /// The error a load that took a response as it arrived ends with when what would end it is
+    /// not the rest of that response (another response, another body, a redirect): its app has
+    /// seen part of a response and can only be told it did not get the rest. The error the
+    /// platform's loader gives for a connection lost mid-body: corelibs for a reset one
+    /// (Docs/foundation-facts.md, L28); Apple's documentation of `NSURLErrorNetworkConnectionLost`
+    /// ("a client or server connection was severed in the middle of an in-progress load").
+    static let interruptedResponseError = URLError(.networkConnectionLost)
+
     /// Hands the answer to the client and ends the load: the response (unless streamed
     /// already), the body (in one `didLoad`), the end; or a redirect report (with the 3xx, its body
-    /// and the end when it may be refused, `redirectsMayBeRefused`); or the error.
-    /// `onCallingThread`: the caller is `startLoading` itself, where the client may be called
-    /// at once (a fresh hit takes no hop).
+    /// and the end when it may be refused, `redirectsMayBeRefused`); or the error. After a
+    /// streamed head only the end of that response ends the load without an error
+    /// (`interruptedResponseError`). `onCallingThread`: the caller is `startLoading` itself, where
+    /// the client may be called at once (a fresh hit takes no hop).
     func deliver(_ answer: Answer, onCallingThread: Bool = false) {
         perform(ending: true, onCallingThread: onCallingThread) { to in
-            switch answer {
-            case .response(let response, let body):
-                if !to.sentHead {
-                    to.client.urlProtocol(to.owner, didReceive: response, cacheStoragePolicy: .notAllowed)
-                    to.load(body)
-                } else if to.bodyDelivery == .wholeAndRelayedAsItArrives, !body.isEmpty {
+            if let streamed = to.streamed {
+                guard case .response(let response, let body) = answer,
+                      streamed.isEnded(by: response, body: body, relayedWhole: to.bodyDelivery == .wholeAndRelayedAsItArrives) else {
+                    let error: Error
+                    if case .failure(let failure) = answer { error = failure } else { error = Self.interruptedResponseError }
+                    return to.client.urlProtocol(to.owner, didFailWithError: error)
+                }
+                if to.bodyDelivery == .wholeAndRelayedAsItArrives, !body.isEmpty {
                     // The call's delegate had the pieces; the call gets the whole body.
                     to.client.urlProtocol(to.owner, didLoad: body)
                 }
+                return to.client.urlProtocolDidFinishLoading(to.owner)
+            }
+            switch answer {
+            case .response(let response, let body):
+                to.client.urlProtocol(to.owner, didReceive: response, cacheStoragePolicy: .notAllowed)
+                to.load(body)
                 to.client.urlProtocolDidFinishLoading(to.owner)
             case .redirect(let response, let body, let request):
                 to.client.urlProtocol(to.owner, wasRedirectedTo: request, redirectResponse: response)
@@ -171,9 +195,12 @@ final class ClientDelivery: Sendable {
         }
     }
 
-    /// The response of a body that follows in pieces (`bodyDelivery` other than `.whole`).
+    /// The response of a body that follows in pieces (`bodyDelivery` other than `.whole`). A
+    /// load takes one: the head of another response is not delivered, and the load ends with
+    /// `interruptedResponseError`.
     func deliverHead(_ response: HTTPURLResponse) {
-        perform(ending: false, sendsHead: true) { to in
+        perform(ending: false, sendsHead: response) { to in
+            guard to.streamed == nil else { return }
             to.client.urlProtocol(to.owner, didReceive: response, cacheStoragePolicy: .notAllowed)
         }
     }
@@ -181,7 +208,8 @@ final class ClientDelivery: Sendable {
     /// A piece of the body after `deliverHead`: to the client (`.streamed`), or to the `async`
     /// call's delegate only (`.wholeAndRelayedAsItArrives`, the client gets the whole at the end).
     func deliverChunk(_ data: Data) {
-        perform(ending: false) { to in
+        perform(ending: false, sendsBody: data.count) { to in
+            guard to.streamed?.isInterrupted == false else { return }
             switch to.bodyDelivery {
             case .streamed: to.load(data)
             case .wholeAndRelayedAsItArrives: to.relay(data)
@@ -237,12 +265,39 @@ final class ClientDelivery: Sendable {
 
     // MARK: The one path to the client
 
+    /// The response a load took as it arrived (`deliverHead`), and what followed it.
+    private struct StreamedResponse {
+        let head: HTTPURLResponse
+        /// The body bytes handed on after it.
+        var bodyBytes = 0
+        /// The head of another response came after it: the load can only fail.
+        var isInterrupted = false
+
+        /// Whether `response`, with `body`, is the end of this response: the same status and
+        /// header fields (but `Cache-Status`, which the layer writes as it learns more) and, when
+        /// the whole body is handed over at the end (`relayedWhole`), the bytes relayed before.
+        func isEnded(by response: HTTPURLResponse, body: Data, relayedWhole: Bool) -> Bool {
+            guard !isInterrupted, response.statusCode == head.statusCode, !relayedWhole || body.count == bodyBytes else {
+                return false
+            }
+            return response === head || Self.fields(of: response) == Self.fields(of: head)
+        }
+
+        private static func fields(of response: HTTPURLResponse) -> [String: String] {
+            var fields: [String: String] = [:]
+            for case let (name as String, value) in response.allHeaderFields where !name.isEqualIgnoringASCIICase("Cache-Status") {
+                fields[name.lowercased()] = "\(value)"
+            }
+            return fields
+        }
+    }
+
     /// Who a delivery calls, claimed under the delivery lock.
     private struct Recipient {
         let client: URLProtocolClient
         let owner: URLProtocol
-        /// The response went to the client before this delivery.
-        let sentHead: Bool
+        /// The response that went to the client before this delivery, as it arrived.
+        let streamed: StreamedResponse?
         let bodyDelivery: BodyDelivery
         let redirectsMayBeRefused: Bool
         #if canImport(FoundationNetworking)
@@ -266,10 +321,11 @@ final class ClientDelivery: Sendable {
     }
 
     /// Runs `calls` where the client may be called, unless the load stopped; `ending` marks it
-    /// stopped afterwards, `sendsHead` marks the response sent. Returns false when it already
-    /// knows nothing will be delivered.
+    /// stopped afterwards, `sendsHead` marks that response streamed (or, after another, the
+    /// load interrupted), `sendsBody` counts the bytes that follow it. Returns false when it
+    /// already knows nothing will be delivered.
     @discardableResult
-    private func perform(ending: Bool, sendsHead: Bool = false, onCallingThread: Bool = false,
+    private func perform(ending: Bool, sendsHead head: HTTPURLResponse? = nil, sendsBody bytes: Int = 0, onCallingThread: Bool = false,
                          _ calls: @escaping @Sendable (Recipient) -> Void) -> Bool {
         if state.withLock({ $0.isStopped }) { return false }
         #if canImport(FoundationNetworking)
@@ -278,15 +334,18 @@ final class ClientDelivery: Sendable {
         let work: @Sendable () -> Void = { [state, rules] in
             func claim(_ state: inout State) -> Recipient? {
                 guard !state.isStopped, let owner = state.owner, let client = owner.client else { return nil }
+                state.streamed?.bodyBytes += bytes
                 #if canImport(FoundationNetworking)
-                let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead, bodyDelivery: state.bodyDelivery,
+                let recipient = Recipient(client: client, owner: owner, streamed: state.streamed, bodyDelivery: state.bodyDelivery,
                                           redirectsMayBeRefused: state.redirectsMayBeRefused, asyncTaskDelegate: asyncTaskDelegate)
                 #else
-                let recipient = Recipient(client: client, owner: owner, sentHead: state.sentHead, bodyDelivery: state.bodyDelivery,
+                let recipient = Recipient(client: client, owner: owner, streamed: state.streamed, bodyDelivery: state.bodyDelivery,
                                           redirectsMayBeRefused: state.redirectsMayBeRefused)
                 #endif
                 if ending { state.isStopped = true }
-                if sendsHead { state.sentHead = true }
+                if let head {
+                    if state.streamed == nil { state.streamed = StreamedResponse(head: head) } else { state.streamed?.isInterrupted = true }
+                }
                 return recipient
             }
             if rules.holdsLockAcrossClientCalls {

@@ -48,6 +48,11 @@ enum Installation {
         }
     }
 
+    /// The upstream of the loads a class unbound since `canInit` took them sends as they are
+    /// (`PassThroughLoad`): made when the first such load comes, never consulting the caching
+    /// protocol's classes.
+    static let passThroughUpstream = URLSessionUpstream(clock: Date.init, leavingOut: { $0 is CachingURLProtocol.Type })
+
     static func uninstall() {
         registry.withLock { registry -> CacheEngine? in
             defer { registry.current = nil }
@@ -104,12 +109,23 @@ enum SessionClasses {
         /// The settings of the session configuration injected last with each engine (nil key:
         /// injected without a configuration of its own), for `prefetch`.
         var lastInjected: [ObjectIdentifier?: SessionSettings] = [:]
+        /// The settings of the classes whose binding was dropped most recently, at most
+        /// `maximumBindings` of them, oldest first: what a load that passed `canInit` just before
+        /// is sent with (`ClassBinding.unbound`).
+        var dropped: [(id: ObjectIdentifier, settings: SessionSettings)] = []
         /// Counts uses, to find the binding used least recently.
         var clock: UInt64 = 0
 
         mutating func tick() -> UInt64 {
             clock += 1
             return clock
+        }
+
+        /// Keeps the settings of `id`'s binding, which was just dropped.
+        mutating func drop(_ id: ObjectIdentifier, settings: SessionSettings) {
+            dropped.removeAll { $0.id == id }
+            dropped.append((id, settings))
+            if dropped.count > SessionClasses.maximumBindings { dropped.removeFirst(dropped.count - SessionClasses.maximumBindings) }
         }
     }
     private static let registry = Locked(Registry())
@@ -139,10 +155,12 @@ enum SessionClasses {
             }
             registry.classes[key] = made
             registry.bindings[ObjectIdentifier(made)] = Bound(binding: Binding(settings: settings, engine: engine), key: key, lastUse: now)
+            registry.dropped.removeAll { $0.id == ObjectIdentifier(made) }
             if registry.bindings.count > maximumBindings,
                let oldest = registry.bindings.min(by: { $0.value.lastUse < $1.value.lastUse }) {
                 registry.bindings[oldest.key] = nil
                 registry.classes[oldest.value.key] = nil
+                registry.drop(oldest.key, settings: oldest.value.binding.settings)
             }
             return made
         }
@@ -177,6 +195,9 @@ enum SessionClasses {
     static func unbindAll() {
         let engines = registry.withLock { registry -> [CacheEngine] in
             defer {
+                for (id, bound) in registry.bindings.sorted(by: { $0.value.lastUse < $1.value.lastUse }) {
+                    registry.drop(id, settings: bound.binding.settings)
+                }
                 registry.unused += registry.classes.values
                 registry.classes = [:]
                 registry.bindings = [:]
@@ -185,6 +206,28 @@ enum SessionClasses {
             return registry.bindings.values.compactMap(\.binding.engine)
         }
         for engine in engines { engine.shutdown() }
+    }
+
+    /// What a protocol class serves when a load of it starts.
+    enum ClassBinding {
+        /// Sessions with these settings, cached by this engine.
+        case bound(SessionSettings, CacheEngine)
+        /// Nothing any more: the class's binding was dropped (`unregister()`, or it was the one
+        /// used least recently), or nothing is installed for it. `lastSettings` are those it served
+        /// when it was bound (nil once forgotten, after `maximumBindings` more were dropped): a
+        /// load that `canInit` took just before is sent with them, uncached.
+        case unbound(lastSettings: SessionSettings?)
+    }
+
+    /// What `protocolClass` serves now (see `binding(of:)`), its engine resolved: its own, or the
+    /// one `register(_:)` installed.
+    static func classBinding(of protocolClass: AnyClass) -> ClassBinding {
+        guard let binding = binding(of: protocolClass) else {
+            let id = ObjectIdentifier(protocolClass)
+            return .unbound(lastSettings: registry.withLock { $0.dropped.last { $0.id == id }?.settings })
+        }
+        guard let engine = binding.engine ?? Installation.current else { return .unbound(lastSettings: binding.settings) }
+        return .bound(binding.settings, engine)
     }
 
     private static func makeClass(slot: Int) -> CachingURLProtocol.Type {

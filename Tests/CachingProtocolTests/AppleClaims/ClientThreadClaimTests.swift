@@ -11,6 +11,10 @@ import XCTest
 /// that called `startLoading`, inside that thread's run loop in the mode it was running in (the
 /// layer's `ClientThreadExecutor`), and holds no lock across a client call (`Locked` is an
 /// `os_unfair_lock` there, which traps when the thread that holds it takes it again).
+///
+/// The claims (`testA2_…`, `testA11_…`) run through Apple's own loader: a real session, whose
+/// client the test only watches, and the lock itself in a process of its own. The other tests
+/// check the layer's side on a run loop of the test's own, as Apple's loader is said to drive it.
 final class ClientThreadClaimTests: CachingTestCase {
     /// A run-loop mode of the test's own: a block that runs in it was scheduled for it (or for
     /// the common modes, which this one is not part of).
@@ -23,12 +27,12 @@ final class ClientThreadClaimTests: CachingTestCase {
         }
     }
 
-    // MARK: A2
+    // MARK: The client thread
 
     /// The executor made on the loading thread inside its run loop runs work handed to it from
     /// another queue on that thread, in the run loop's mode; work asked for on that thread runs
     /// at once.
-    func testA2_theExecutorRunsWorkOnTheLoadingThreadInItsRunLoopsMode() {
+    func testTheExecutorRunsWorkOnTheLoadingThreadInItsRunLoopsMode() {
         let loop = RunLoopThread(mode: claimsMode)
         defer { loop.stop() }
         let observed = Locked<(ranInline: Bool, onLoop: Bool?, mode: String?)>((false, nil, nil))
@@ -53,7 +57,7 @@ final class ClientThreadClaimTests: CachingTestCase {
     /// A load driven as Apple's loader drives it — `startLoading` on a thread whose run loop runs
     /// in a mode of its own — calls its client only there: every call of a fetch streamed from
     /// the origin (made on the engine's queues) and of a hit (made within `startLoading`).
-    func testA2_everyClientCallOfALoadArrivesOnTheLoadingThreadInItsMode() throws {
+    func testEveryClientCallOfADrivenLoadArrivesOnTheLoadingThreadInItsMode() throws {
         serveStream("/stream")
         let loop = RunLoopThread(mode: claimsMode)
         defer { loop.stop() }
@@ -72,6 +76,30 @@ final class ClientThreadClaimTests: CachingTestCase {
             XCTAssertEqual(Set(calls.map(\.mode)), [claimsMode.rawValue], "\(pass): every call in the loading thread's mode")
         }
         XCTAssertEqual(origin.requestCount(path: "/stream"), 1, "the second load was a hit")
+    }
+
+    /// Through Apple's own loader and client — a real session, fetched then hit — every client
+    /// call the layer makes arrives on the thread that called `startLoading`, inside its run loop
+    /// in the mode it was running in then, and the app gets the body whole. (The client is only
+    /// watched: `WatchedProtocol` wraps the system's client and hands each call on.)
+    func testA2_throughARealSessionEveryClientCallArrivesOnTheThreadThatStartedTheLoadInItsMode() async throws {
+        serveStream("/watched")
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.protocolClasses = [WatchedProtocol.self] + (configuration.protocolClasses ?? [])
+        let watched = URLSession(configuration: configuration)
+        defer { watched.finishTasksAndInvalidate() }
+        WatchedProtocol.watch.withLock { $0 = WatchedProtocol.Watch() }
+        for pass in ["fetched", "hit"] {
+            let (data, response) = try await watched.data(for: request("/watched"))
+            XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200, pass)
+            XCTAssertEqual(data, Data.pattern(256 << 10), "\(pass): the body, byte for byte")
+        }
+        let watch = WatchedProtocol.watch.withLock { $0 }
+        XCTAssertEqual(watch.starts, 2, "both loads went through the protocol")
+        XCTAssertFalse(watch.calls.isEmpty)
+        XCTAssertEqual(watch.calls.filter { !$0.onStartingThread }.map(\.call), [], "calls made on another thread")
+        XCTAssertEqual(watch.calls.filter { !$0.inStartingMode }.map(\.call), [], "calls made outside the mode the load started in")
+        XCTAssertEqual(origin.requestCount(path: "/watched"), 1, "the second load was a hit")
     }
 
     /// Apple's loader calls `startLoading` inside a running run loop (the executor schedules the
@@ -96,13 +124,13 @@ final class ClientThreadClaimTests: CachingTestCase {
         XCTAssertEqual(origin.requestCount(path: "/started"), 1, "the second load was a hit")
     }
 
-    // MARK: A11
+    // MARK: Re-entering the protocol
 
     /// A client that calls back into the protocol from inside a client call — `stopLoading`
     /// from `urlProtocolDidFinishLoading`, as a loader may — does not trap: no lock of the layer
     /// is held across the call (an `os_unfair_lock` taken again by its holder aborts the
     /// process). Fetched and hit; the load ends normally.
-    func testA11_aClientThatStopsTheLoadFromInsideItsLastCallDoesNotTrap() throws {
+    func testAClientThatStopsTheLoadFromInsideItsLastCallDoesNotTrap() throws {
         serveStream("/reentered")
         let loop = RunLoopThread(mode: claimsMode)
         defer { loop.stop() }
@@ -120,9 +148,43 @@ final class ClientThreadClaimTests: CachingTestCase {
         }
     }
 
+    /// `os_unfair_lock`, which `Locked` is on Apple platforms, aborts the process when the thread
+    /// that holds it takes it again: why no lock of the layer may be held across a client call
+    /// that can come back into the protocol. Run in a process of its own (macOS: the simulators
+    /// start none).
+    func testA11_anOSUnfairLockTakenAgainByTheThreadThatHoldsItAbortsTheProcess() throws {
+        #if os(macOS)
+        let run = try CacheTestToolRunner.run(["relock"])
+        XCTAssertFalse(run.output.contains("relocked"), "the second lock returned: \(run.output)")
+        XCTAssertNotEqual(run.status, 0, "the process ended by the trap: \(run.errors)")
+        #else
+        throw XCTSkip("a process of its own: macOS only")
+        #endif
+    }
+
+    /// Through Apple's own loader and client, loads fetched, hit and cancelled by the app as
+    /// the response arrives all end, and the system stops each one (`stopLoading`), whether or
+    /// not it does so from inside a client call: nothing traps.
+    func testA11_throughARealSessionTheSystemStopsEveryLoadWithoutATrap() async throws {
+        serveStream("/stopped", bytes: 64 << 10)
+        serveStream("/cancelled", bytes: 4 << 20)
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.protocolClasses = [WatchedProtocol.self] + (configuration.protocolClasses ?? [])
+        let watched = URLSession(configuration: configuration)
+        defer { watched.finishTasksAndInvalidate() }
+        WatchedProtocol.watch.withLock { $0 = WatchedProtocol.Watch() }
+        for _ in 0..<2 { _ = try await watched.data(for: request("/stopped")) }
+        let (bytes, _) = try await watched.bytes(for: request("/cancelled"))
+        for try await _ in bytes { break }   // the app stops reading at its first byte: the task is cancelled
+        await waitUntil("the system stopped every load") { WatchedProtocol.watch.withLock { $0.stops >= $0.starts } }
+        let watch = WatchedProtocol.watch.withLock { $0 }
+        XCTAssertEqual(watch.starts, 3)
+        XCTAssertGreaterThanOrEqual(watch.stops, 3, "every load stopped (\(watch.stopsInsideAClientCall) from inside a client call)")
+    }
+
     /// The same from inside the first call of a streamed fetch: `stopLoading` from
     /// `didReceive response` returns.
-    func testA11_aClientThatStopsTheLoadFromInsideItsFirstCallDoesNotTrap() throws {
+    func testAClientThatStopsTheLoadFromInsideItsFirstCallDoesNotTrap() throws {
         serveStream("/stopped-early")
         let loop = RunLoopThread(mode: claimsMode)
         defer { loop.stop() }
@@ -164,6 +226,103 @@ private struct DrivenLoad: Sendable {
     /// `stopLoading` on the calling thread: from inside a client call.
     func stopHere() {
         loader.withLock { $0 }?.stopLoading()
+    }
+}
+
+/// The layer's protocol with the system's client watched: each client call is recorded (was it
+/// on the thread that called `startLoading`, in the run-loop mode that thread ran then?) and
+/// handed on to the system's client; so is each `stopLoading`, and whether it came from inside a
+/// client call.
+private final class WatchedProtocol: CachingURLProtocol {
+    struct Call: Sendable {
+        var call: String
+        var onStartingThread: Bool
+        var inStartingMode: Bool
+    }
+
+    struct Watch: Sendable {
+        var starts = 0
+        var stops = 0
+        var stopsInsideAClientCall = 0
+        var calls: [Call] = []
+        /// Client calls running now, across every load.
+        var depth = 0
+    }
+
+    static let watch = Locked(Watch())
+    /// Written in `startLoading`, before any client call of the load; then only read.
+    private var started: (thread: ObjectIdentifier, mode: String?)?
+
+    override var client: (any URLProtocolClient)? {
+        super.client.map { WatchingClient(watched: $0, owner: self) }
+    }
+
+    override func startLoading() {
+        started = (ObjectIdentifier(Thread.current), RunLoop.current.currentMode?.rawValue)
+        Self.watch.withLock { $0.starts += 1 }
+        super.startLoading()
+    }
+
+    override func stopLoading() {
+        Self.watch.withLock {
+            $0.stops += 1
+            if $0.depth > 0 { $0.stopsInsideAClientCall += 1 }
+        }
+        super.stopLoading()
+    }
+
+    /// Records a client call made now, and runs it.
+    fileprivate func record(_ call: String, _ body: () -> Void) {
+        let here = Call(call: call, onStartingThread: started?.thread == ObjectIdentifier(Thread.current),
+                        inStartingMode: started?.mode == RunLoop.current.currentMode?.rawValue)
+        Self.watch.withLock {
+            $0.calls.append(here)
+            $0.depth += 1
+        }
+        body()
+        Self.watch.withLock { $0.depth -= 1 }
+    }
+}
+
+/// The system's client, watched by a `WatchedProtocol`: every call is recorded there, then made.
+private final class WatchingClient: NSObject, URLProtocolClient, @unchecked Sendable {
+    // @unchecked: both are only used to pass each call on, on the thread it came in.
+    private let watched: any URLProtocolClient
+    private weak var owner: WatchedProtocol?
+
+    init(watched: any URLProtocolClient, owner: WatchedProtocol) {
+        self.watched = watched
+        self.owner = owner
+    }
+
+    private func record(_ call: String, _ body: () -> Void) {
+        guard let owner else { return body() }
+        owner.record(call, body)
+    }
+
+    func urlProtocol(_ protocol: URLProtocol, wasRedirectedTo request: URLRequest, redirectResponse: URLResponse) {
+        record("redirect") { watched.urlProtocol(`protocol`, wasRedirectedTo: request, redirectResponse: redirectResponse) }
+    }
+    func urlProtocol(_ protocol: URLProtocol, cachedResponseIsValid cachedResponse: CachedURLResponse) {
+        record("cached response is valid") { watched.urlProtocol(`protocol`, cachedResponseIsValid: cachedResponse) }
+    }
+    func urlProtocol(_ protocol: URLProtocol, didReceive response: URLResponse, cacheStoragePolicy policy: URLCache.StoragePolicy) {
+        record("response") { watched.urlProtocol(`protocol`, didReceive: response, cacheStoragePolicy: policy) }
+    }
+    func urlProtocol(_ protocol: URLProtocol, didLoad data: Data) {
+        record("data") { watched.urlProtocol(`protocol`, didLoad: data) }
+    }
+    func urlProtocolDidFinishLoading(_ protocol: URLProtocol) {
+        record("finish") { watched.urlProtocolDidFinishLoading(`protocol`) }
+    }
+    func urlProtocol(_ protocol: URLProtocol, didFailWithError error: Error) {
+        record("fail") { watched.urlProtocol(`protocol`, didFailWithError: error) }
+    }
+    func urlProtocol(_ protocol: URLProtocol, didReceive challenge: URLAuthenticationChallenge) {
+        record("challenge") { watched.urlProtocol(`protocol`, didReceive: challenge) }
+    }
+    func urlProtocol(_ protocol: URLProtocol, didCancel challenge: URLAuthenticationChallenge) {
+        record("cancel challenge") { watched.urlProtocol(`protocol`, didCancel: challenge) }
     }
 }
 

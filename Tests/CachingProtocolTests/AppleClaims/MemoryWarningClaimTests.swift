@@ -13,13 +13,35 @@ import XCTest
 /// does — a test cannot make it (UIKit's simulated warning is private API, and real pressure
 /// takes gigabytes: `sudo memory_pressure -l critical` by hand on a Mac).
 final class MemoryWarningClaimTests: ScratchDirectoryTestCase {
-    /// A cache holding one memory-only entry.
-    private func cacheWithAnEntryInMemory() -> CachingURLCache {
+    private let kept = Data.pattern(2_000, seed: 17)
+    private let secret = Data("memory-only-s3cr3t".utf8)
+
+    /// A cache holding two entries in memory alone: one the disk may take, and one the app stored
+    /// for memory only (`.allowedInMemoryOnly`), which no file may ever hold.
+    private func cacheWithEntriesInMemory() -> CachingURLCache {
         let cache = CachingURLCache(memoryCapacity: 1 << 20, diskCapacity: 8 << 20, directory: directory)
-        let (request, response) = storable("https://example.com/in-memory", body: Data.pattern(2_000), policy: .allowedInMemoryOnly)
-        cache.storeCachedResponse(response, for: request)
+        let (request, response) = storable("https://example.com/in-memory", body: kept)
+        let key = cache.key(for: request.url!)
+        let entry = CachingURLCache.entry(from: response, request: CacheRequest(request, key: key), policy: .heuristic(), now: Date())
+        cache.store.memory.store(CacheRecord(key: key, variants: [entry]))
+        let (secretRequest, secretResponse) = storable("https://example.com/memory-only", body: secret, policy: .allowedInMemoryOnly)
+        cache.storeCachedResponse(secretResponse, for: secretRequest)
         cache.waitUntilSettled()
         return cache
+    }
+
+    /// What a memory warning must have done to `cacheWithEntriesInMemory()`'s cache: memory
+    /// emptied, the entry the disk may take on disk byte for byte, the memory-only one in no file.
+    private func assertMovedToDiskButTheMemoryOnlyEntry(_ cache: CachingURLCache, _ moment: String,
+                                                        file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(cache.statistics.memory.entryCount, 0, "\(moment): memory emptied", file: file, line: line)
+        XCTAssertEqual(cache.statistics.disk.entryCount, 1, "\(moment): one entry moved to disk", file: file, line: line)
+        let reopened = CachingURLCache(memoryCapacity: 1 << 20, diskCapacity: 8 << 20, directory: directory)
+        XCTAssertEqual(reopened.cachedResponse(for: URLRequest(url: URL(string: "https://example.com/in-memory")!))?.data, kept,
+                       "\(moment): on disk, byte for byte", file: file, line: line)
+        XCTAssertNil(reopened.cachedResponse(for: URLRequest(url: URL(string: "https://example.com/memory-only")!)),
+                     "\(moment): the memory-only entry was dropped", file: file, line: line)
+        XCTAssertEqual(CacheFiles.files(in: directory, containing: secret), [], "\(moment): in no file", file: file, line: line)
     }
 
     #if canImport(UIKit)
@@ -27,17 +49,17 @@ final class MemoryWarningClaimTests: ScratchDirectoryTestCase {
     /// (`UIApplicationDidReceiveMemoryWarningNotification`, looked up in the loaded UIKit: the
     /// test does not import UIKit, whose interface in the newer SDK subsets needs a module they
     /// lack) — and that notification, posted on the main thread as UIKit posts it, moves memory
-    /// to disk without the post waiting for it.
+    /// to disk without the post waiting for it, all but what the app stored for memory only.
     @MainActor
     func testA17_theCacheObservesUIKitsOwnMemoryWarning() throws {
         let uiKitName = try XCTUnwrap(Self.uiKitMemoryWarningName(), "UIKit is loaded in an iOS or tvOS test")
         XCTAssertEqual(CachingURLCache.memoryWarningNotification.rawValue, uiKitName)
-        let cache = cacheWithAnEntryInMemory()
-        XCTAssertEqual(cache.statistics.memory.entryCount, 1)
+        let cache = cacheWithEntriesInMemory()
+        XCTAssertEqual(cache.statistics.memory.entryCount, 2)
+        XCTAssertEqual(cache.statistics.disk.entryCount, 0, "in memory alone before the warning")
         NotificationCenter.default.post(name: Notification.Name(uiKitName), object: nil)
         cache.waitUntilSettled()
-        XCTAssertEqual(cache.statistics.memory.entryCount, 0, "memory emptied")
-        XCTAssertEqual(cache.statistics.disk.entryCount, 1, "moved to disk")
+        assertMovedToDiskButTheMemoryOnlyEntry(cache, "after UIKit's warning")
     }
 
     /// The value of UIKit's `UIApplicationDidReceiveMemoryWarningNotification` (an `NSString *
@@ -52,7 +74,7 @@ final class MemoryWarningClaimTests: ScratchDirectoryTestCase {
     #if os(macOS)
     /// A cache arms a memory-pressure source for the critical level, and cancels it when it goes.
     func testA18_onMacOSACacheAnswersTheSystemsMemoryPressureSource() throws {
-        var cache: CachingURLCache? = cacheWithAnEntryInMemory()
+        var cache: CachingURLCache? = cacheWithEntriesInMemory()
         let source = try XCTUnwrap(cache?.memoryPressureSource.withLock { $0 }, "armed when the cache is made")
         XCTAssertEqual(source.mask, .critical, "the critical level only")
         XCTAssertFalse(source.isCancelled)
@@ -60,17 +82,18 @@ final class MemoryWarningClaimTests: ScratchDirectoryTestCase {
         XCTAssertTrue(source.isCancelled, "cancelled with the cache")
     }
 
-    /// What the source reports: critical moves memory to disk (off the reporting thread);
-    /// warning, which asks apps to relax future caching rather than walk their caches, does not.
+    /// What the source reports: critical moves memory to disk (off the reporting thread), all but
+    /// what the app stored for memory only; warning, which asks apps to relax future caching
+    /// rather than walk their caches, does not.
     func testA18_onMacOSCriticalPressureMovesMemoryToDiskAndWarningDoesNot() {
-        let cache = cacheWithAnEntryInMemory()
+        let cache = cacheWithEntriesInMemory()
         cache.memoryPressureChanged(to: .warning)
         cache.waitUntilSettled()
-        XCTAssertEqual(cache.statistics.memory.entryCount, 1, "warning: kept")
+        XCTAssertEqual(cache.statistics.memory.entryCount, 2, "warning: kept")
+        XCTAssertEqual(cache.statistics.disk.entryCount, 0, "warning: nothing written")
         cache.memoryPressureChanged(to: .critical)
         cache.waitUntilSettled()
-        XCTAssertEqual(cache.statistics.memory.entryCount, 0, "critical: memory emptied")
-        XCTAssertEqual(cache.statistics.disk.entryCount, 1, "critical: moved to disk")
+        assertMovedToDiskButTheMemoryOnlyEntry(cache, "critical")
     }
     #endif
 }

@@ -3,13 +3,13 @@ import Foundation
 import XCTest
 @testable import CachingProtocol
 
-/// Foundation facts A23 and A24, on an Apple platform: Foundation's own protocol classes are
+/// Foundation facts A25 and A26, on an Apple platform: Foundation's own protocol classes are
 /// defined in system images (so a class a swizzled `URLSessionConfiguration.default` adds is told
 /// apart from them), and the layer's upstream session does not wait for connectivity first.
-final class ProtocolClassesClaimTests: XCTestCase {
+final class ProtocolClassesClaimTests: LoaderRulesTestCase {
     /// Every class `.default` lists in a process that swizzles nothing is defined in an image under
     /// a system path; the caching protocol and a class of this test bundle are not.
-    func testA23_foundationsProtocolClassesAreDefinedInSystemImages() throws {
+    func testA25_foundationsProtocolClassesAreDefinedInSystemImages() throws {
         let listed = URLSessionConfiguration.default.protocolClasses ?? []
         XCTAssertFalse(listed.isEmpty)
         for protocolClass in listed {
@@ -23,7 +23,7 @@ final class ProtocolClassesClaimTests: XCTestCase {
 
     /// The upstream session of a session that waits for connectivity does not wait; the one it
     /// sends again through does (`SessionSettings.waitingForConnectivity`).
-    func testA24_theUpstreamSessionWaitsOnlyWhenSentAgainToWait() {
+    func testA26_theUpstreamSessionWaitsOnlyWhenSentAgainToWait() {
         let configuration = URLSessionConfiguration.default
         configuration.waitsForConnectivity = true
         let settings = SessionSettings(configuration)

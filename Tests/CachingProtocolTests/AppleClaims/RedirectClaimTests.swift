@@ -38,10 +38,16 @@ final class RedirectClaimTests: CachingTestCase {
         return configuration
     }
 
-    /// A session with the layer and `delegate`, named to `inject` when `named`.
+    /// A session with the layer and `delegate`, named to `inject` when `named`; otherwise injected
+    /// with `inject(into:using:)`, which does not know the delegate (naming it nil would tell the
+    /// layer the session has none).
     private func layerSession(delegate: (any URLSessionDelegate)?, named: Bool = true) -> URLSession {
         let configuration = plainConfiguration()
-        CachingURLProtocol.inject(into: configuration, using: self.configuration, delegate: named ? delegate : nil)
+        if named {
+            CachingURLProtocol.inject(into: configuration, using: self.configuration, delegate: delegate)
+        } else {
+            CachingURLProtocol.inject(into: configuration, using: self.configuration)
+        }
         return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 

@@ -7,7 +7,7 @@ import XCTest
 /// Base of the claim tests that need a cache but no origin: a fresh directory for it, removed
 /// afterwards (its files made readable again first, for tests that took the permission away), and
 /// responses to store through `URLCache`'s API.
-class ScratchDirectoryTestCase: XCTestCase {
+class ScratchDirectoryTestCase: LoaderRulesTestCase {
     var directory: URL!
 
     override func setUpWithError() throws {

@@ -55,12 +55,14 @@ final class ServerTrustClaimTests: CachingTestCase {
         try super.tearDownWithError()
     }
 
-    /// Loads `/pinned.txt` through a new ephemeral session with `delegate`, with the layer
-    /// (`delegate` named to `inject`) or without; the status and body, or the `URLError` code.
-    private func load(delegate: PinningDelegate?, withLayer: Bool) async -> (result: String, cacheStatus: String?) {
+    /// Loads `/pinned.txt` through a new ephemeral session with `delegate`, with the layer or
+    /// without; the status and body, or the `URLError` code. With the layer, `delegate` is named
+    /// to `inject` unless `named` is false (`inject(into:using:)`, the delegate unknown to it).
+    private func load(delegate: PinningDelegate?, withLayer: Bool, named: Bool = true) async -> (result: String, cacheStatus: String?) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 10
-        if withLayer { CachingURLProtocol.inject(into: configuration, using: self.configuration, delegate: delegate) }
+        if withLayer, named { CachingURLProtocol.inject(into: configuration, using: self.configuration, delegate: delegate) }
+        if withLayer, !named { CachingURLProtocol.inject(into: configuration, using: self.configuration) }
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         do {
@@ -86,6 +88,9 @@ final class ServerTrustClaimTests: CachingTestCase {
         XCTAssertNotNil(withResult.cacheStatus, "the layer answered")
         XCTAssertEqual(Set(with.judgements), ["server trust 127.0.0.1 pinned"],
                        "the upstream connection's challenge reached the app's delegate")
+        cache.waitUntilSettled()
+        XCTAssertEqual(storedEntry(at: nginx.url("/pinned.txt"))?.body, Data("pinned body".utf8),
+                       "stored, in the delegate's partition: where the rejecting tests look for it")
     }
 
     func testA14_aDelegateThatRejectsTheCertificateDecidesTheCachesConnection() async throws {
@@ -98,7 +103,35 @@ final class ServerTrustClaimTests: CachingTestCase {
         XCTAssertEqual(withResult.result, withoutResult.result, "the task fails as without the layer")
         XCTAssertFalse(with.judgements.isEmpty, "the delegate judged the upstream connection")
         cache.waitUntilSettled()
-        XCTAssertNil(cache.cachedResponse(for: URLRequest(url: nginx.url("/pinned.txt"))), "nothing stored")
+        XCTAssertNil(storedEntry(at: nginx.url("/pinned.txt")), "nothing stored, in any partition")
+    }
+
+    /// A pinning delegate the app did not name to `inject` (`inject(into:using:)`, as the README's
+    /// first example has it): the layer cannot see it, treats it as a judge (the fail-closed
+    /// default), and the upstream connection's challenge still reaches it through the load.
+    /// Accepting, the app gets the answer; rejecting, the task fails as without the layer and
+    /// nothing is stored.
+    func testA14_aPinningDelegateThatWasNotNamedStillJudgesTheCachesConnection() async throws {
+        let without = PinningDelegate(pinned: pinned, accepts: true)
+        let withoutResult = await load(delegate: without, withLayer: false)
+        XCTAssertEqual(withoutResult.result, "200 pinned body")
+
+        let accepting = PinningDelegate(pinned: pinned, accepts: true)
+        let accepted = await load(delegate: accepting, withLayer: true, named: false)
+        XCTAssertEqual(accepted.result, withoutResult.result, "accepted through the layer")
+        XCTAssertNotNil(accepted.cacheStatus, "the layer answered")
+        XCTAssertEqual(Set(accepting.judgements), ["server trust 127.0.0.1 pinned"],
+                       "the upstream connection's challenge reached the delegate nobody named")
+        cache.waitUntilSettled()
+        XCTAssertNotNil(storedEntry(at: nginx.url("/pinned.txt")), "stored, for sessions judged the same way")
+        cache.removeAll()
+
+        let rejecting = PinningDelegate(pinned: pinned, accepts: false)
+        let rejected = await load(delegate: rejecting, withLayer: true, named: false)
+        XCTAssertEqual(rejected.result, "URLError \(URLError.cancelled.rawValue)", "the task fails as without the layer")
+        XCTAssertFalse(rejecting.judgements.isEmpty, "the delegate judged the upstream connection")
+        cache.waitUntilSettled()
+        XCTAssertNil(storedEntry(at: nginx.url("/pinned.txt")), "nothing stored, in any partition")
     }
 
     func testA14_withoutADelegateTheSystemRejectsTheSelfSignedCertificateWithAndWithoutTheLayer() async throws {

@@ -9,7 +9,7 @@ import XCTest
 /// The engine on its own, for the engine's tests: a fake upstream the test answers by hand, a
 /// fake store, a manual clock. The configuration's cache is not the engine's store: the engine
 /// reads only its settings (policy, clock, revalidation, collapsing, observer).
-class EngineTestCase: XCTestCase {
+class EngineTestCase: LoaderRulesTestCase {
     var clock: ManualClock!
     var upstream: FakeUpstream!
     var store: FakeStore!
@@ -111,6 +111,21 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
         sent.completion(.success(ReceivedResponse(head: head, body: body, transferSeconds: 0.001)))
     }
 
+    /// Hands the head of a response to request `number` to its listener, as the upstream session
+    /// does before the body; returns what the listener said to do with the body.
+    @discardableResult
+    func sendHead(_ number: Int, status: Int, headers: [String: String] = [:]) -> BodyHandling? {
+        let sent = self.sent[number]
+        let response = HTTPURLResponse(url: sent.request.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
+        let now = clock()
+        return sent.listener?.upstreamDidReceiveHead(ReceivedHead(response: response, route: .direct, requestDate: now, responseDate: now))
+    }
+
+    /// Hands a piece of the body of request `number`'s response to its listener.
+    func sendBody(_ number: Int, _ data: Data) {
+        sent[number].listener?.upstreamDidReceiveBody(data)
+    }
+
     /// Ends request `number` with an error.
     func fail(_ number: Int, _ error: Error = URLError(.cannotConnectToHost)) {
         sent[number].completion(.failure(error))
@@ -178,19 +193,34 @@ final class RecordingLoadClient: LoadClient, @unchecked Sendable {
         var answer: Answer?
         var outcome: CacheEvent.Outcome?
         var challenges: [String] = []
+        var streamed: [String] = []
     }
     private let state = Locked(State())
     let answered = XCTestExpectation(description: "answered")
     let forwardsChallenges: Bool
     private let appAnswer: URLSession.AuthChallengeDisposition
     let redirects: RedirectHandling
+    let streamsBody: Bool
 
+    /// `streams`: it takes a fetched body as it arrives (a task with a delegate).
     init(forwardsChallenges: Bool = false, appAnswer: URLSession.AuthChallengeDisposition = .performDefaultHandling,
-         redirects: RedirectHandling = .follow) {
+         redirects: RedirectHandling = .follow, streams: Bool = false) {
         self.forwardsChallenges = forwardsChallenges
         self.appAnswer = appAnswer
         self.redirects = redirects
+        streamsBody = streams
     }
+
+    func receiveHead(_ response: HTTPURLResponse) {
+        state.withLock { $0.streamed.append("head \(response.statusCode)") }
+    }
+
+    func receiveChunk(_ data: Data) {
+        state.withLock { $0.streamed.append(String(decoding: data, as: UTF8.self)) }
+    }
+
+    /// What was streamed to it before the answer: "head 200", then each piece of body.
+    var streamed: [String] { state.withLock { $0.streamed } }
 
     func receive(_ answer: Answer, outcome: CacheEvent.Outcome) {
         state.withLock { $0.answer = answer; $0.outcome = outcome }

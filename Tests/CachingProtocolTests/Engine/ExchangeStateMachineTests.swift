@@ -2,7 +2,7 @@ import XCTest
 @testable import CachingProtocol
 
 /// The exchange's life as a value: joining, leaving, the upstream request, the end. No network.
-final class ExchangeStateMachineTests: XCTestCase {
+final class ExchangeStateMachineTests: LoaderRulesTestCase {
     /// Waiters are load names; the upstream task is a name too.
     private typealias Machine = ExchangeStateMachine<String, String>
 

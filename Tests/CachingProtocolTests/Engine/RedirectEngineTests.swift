@@ -233,10 +233,11 @@ final class RedirectEngineTests: EngineTestCase {
         let corelibs = settings.followingRedirect(settings.redirected(target, from: request, perHop: false))
         XCTAssertEqual(corelibs.value(forHTTPHeaderField: "Authorization"), "Bearer app-token")
         XCTAssertEqual(corelibs.value(forHTTPHeaderField: "Cookie"), "c=storage-token", "the jar's for the target replace it")
+        XCTAssertEqual(SessionSettings.redirectsPerHop, LoaderRules.current.addsCookiesAfterProtocols, "the loader rules in force")
         #if canImport(FoundationNetworking)
-        XCTAssertFalse(SessionSettings.redirectsPerHop, "Linux: as corelibs")
+        XCTAssertFalse(LoaderRules.native.addsCookiesAfterProtocols, "Linux: as corelibs")
         #else
-        XCTAssertTrue(SessionSettings.redirectsPerHop)
+        XCTAssertTrue(LoaderRules.native.addsCookiesAfterProtocols)
         #endif
     }
 

@@ -8,7 +8,7 @@ import XCTest
 
 /// Which upstream session carries a request: one per app session when the load says which, one
 /// per settings otherwise; an app session's is released once the app let go of that session.
-final class URLSessionUpstreamTests: XCTestCase {
+final class URLSessionUpstreamTests: LoaderRulesTestCase {
     private var origin: LoopbackOrigin!
     private var upstream: URLSessionUpstream!
 

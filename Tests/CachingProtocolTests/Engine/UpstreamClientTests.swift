@@ -9,7 +9,7 @@ import XCTest
 /// The upstream client on its own, against the loopback origin: a request nobody needs before
 /// it is complete is collected by Foundation (a completion-handler task on Linux), and a
 /// challenge still ends with the 401 and its body, never a hang.
-final class UpstreamClientTests: XCTestCase {
+final class UpstreamClientTests: LoaderRulesTestCase {
     private var origin: LoopbackOrigin!
     private var client: UpstreamClient!
 

@@ -87,7 +87,13 @@ final class CachedPOSTTests: CachingTestCase {
         _ = try await get("/mutate")
         let (third, thirdResponse) = try await post("/mutate", "like 1")
         XCTAssertEqual(third, "answer to like 1")
-        XCTAssertEqual(thirdResponse.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; fwd=method; fwd-status=200")
+        if CachingURLProtocol.everyBodyIsAStream {
+            // Apple's loader rules: a body only Foundation's loader can send again is left to it,
+            // and what is stored for its URL is dropped before it leaves.
+            XCTAssertNil(thirdResponse.value(forHTTPHeaderField: "Cache-Status"), "left to Foundation")
+        } else {
+            XCTAssertEqual(thirdResponse.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; fwd=method; fwd-status=200")
+        }
         _ = try await get("/mutate")
         XCTAssertEqual(originMethods("/mutate"), ["POST", "POST", "GET", "POST", "GET"])
     }

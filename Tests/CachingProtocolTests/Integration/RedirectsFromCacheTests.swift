@@ -46,8 +46,7 @@ final class RedirectsFromCacheTests: CachingTestCase {
             XCTAssertEqual(with.delegateCalls, without.delegateCalls, "\(status): the delegate asked the same way")
             XCTAssertEqual(without.originTraffic, ["GET /old", "GET /new", "GET /old", "GET /new"], "\(status)")
             XCTAssertEqual(with.originTraffic, ["GET /old", "GET /new"], "\(status): the second time came from the cache")
-            let stored = try XCTUnwrap(cache.cachedResponse(for: URLRequest(url: origin.url("/old")))?.response as? HTTPURLResponse)
-            XCTAssertEqual(stored.statusCode, status, "the redirect itself is stored under its URL")
+            XCTAssertEqual(storedEntry("/old")?.statusCode, status, "the redirect itself is stored under its URL")
             cache.removeAllCachedResponses()
         }
     }

@@ -9,7 +9,7 @@ import XCTest
 #if os(macOS) || os(Linux)
 /// `register()` for `URLSession.shared`. The shared session exists once per process, so each
 /// case runs in a process of its own (CacheTestTool).
-final class RegistrationTests: XCTestCase {
+final class RegistrationTests: LoaderRulesTestCase {
     private var origin: LoopbackOrigin!
     private var directory: URL!
 
@@ -100,6 +100,29 @@ final class RegistrationTests: XCTestCase {
         XCTAssertFalse(with.traffic.contains("GET /stubbed"), "\(with.traffic)")
     }
 
+    /// An app's own tests, each stubbing /feed differently, with the layer registered ahead of the
+    /// stub in `setUp`: with `CachingConfiguration.forTesting()` each test gets its own stub's
+    /// answer, as without the layer, in this run and the next; with a configuration of the app's
+    /// own on one directory the second test (and every later run) is answered from the cache with
+    /// the first test's answer.
+    func testEachTestOfAnAppSeesItsOwnStubsAnswerWithATestingConfiguration() throws {
+        func run(_ side: String) throws -> [String] {
+            let run = try CacheTestToolRunner.run(["registered-protocols", "stub-per-test", side, origin.baseURL.absoluteString,
+                                                   directory.appendingPathComponent("app").path])
+            XCTAssertEqual(run.status, 0, "\(side): \(run.errors)")
+            return appLines(run.output)
+        }
+        let expected = ["result test 1: status 200 bytes 5 first", "result test 1: status 200 bytes 5 first",
+                        "result test 2: status 200 bytes 6 second", "result test 2: status 200 bytes 6 second"]
+        XCTAssertEqual(try run("without"), expected)
+        XCTAssertEqual(try run("for-testing"), expected, "each test its own answer")
+        XCTAssertEqual(try run("for-testing"), expected, "and so in the next run")
+        XCTAssertEqual(try run("with"), Array(repeating: "result test 1: status 200 bytes 5 first", count: 2)
+                       + Array(repeating: "result test 2: status 200 bytes 5 first", count: 2),
+                       "what it avoids: the first test's stub answer, stored, answers the second")
+        XCTAssertEqual(origin.requestCount(), 0, "the stub answered everything")
+    }
+
     /// A stub registered before `register()`: it is asked first and answers; `register()` does
     /// not claim it came too late.
     func testAStubRegisteredBeforeRegisterStillAnswers() throws {
@@ -173,7 +196,7 @@ final class RegistrationTests: XCTestCase {
     }
 }
 #else
-final class RegistrationTests: XCTestCase {
+final class RegistrationTests: LoaderRulesTestCase {
     func testRegistrationInAProcessOfItsOwn() throws {
         throw XCTSkip("URLSession.shared exists once per process: each case runs CacheTestTool, a process, and this platform cannot start one")
     }

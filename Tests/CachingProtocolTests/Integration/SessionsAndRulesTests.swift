@@ -20,7 +20,7 @@ final class SessionsAndRulesTests: CachingTestCase {
     private func makeSession(_ caching: CachingConfiguration) -> URLSession {
         let sessionConfiguration = URLSessionConfiguration.default
         sessionConfiguration.timeoutIntervalForRequest = 10
-        CachingURLProtocol.inject(into: sessionConfiguration, using: caching)
+        CachingURLProtocol.inject(into: sessionConfiguration, using: caching, delegate: nil)
         let made = URLSession(configuration: sessionConfiguration)
         sessions.append(made)
         return made

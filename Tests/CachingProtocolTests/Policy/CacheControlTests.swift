@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class CacheControlTests: XCTestCase {
+final class CacheControlTests: LoaderRulesTestCase {
     func testParsesEveryDirective() {
         let parsed = CacheControl("public, max-age=60, s-maxage=30, must-revalidate, no-transform, "
                                   + "stale-while-revalidate=5, stale-if-error=600, immutable")
@@ -63,7 +63,7 @@ final class CacheControlTests: XCTestCase {
     }
 }
 
-final class HTTPDateTests: XCTestCase {
+final class HTTPDateTests: LoaderRulesTestCase {
     private let reference = Date(timeIntervalSince1970: 784_111_777)   // Sun, 06 Nov 1994 08:49:37 GMT
 
     func testParsesTheThreeFormats() {
@@ -110,7 +110,7 @@ final class HTTPDateTests: XCTestCase {
     }
 }
 
-final class HTTPHeadersTests: XCTestCase {
+final class HTTPHeadersTests: LoaderRulesTestCase {
     func testLookupIsCaseInsensitiveAndJoinsRepeats() {
         let headers = HTTPHeaders([.init(name: "Cache-Control", value: "max-age=5"), .init(name: "cache-control", value: "public")])
         XCTAssertEqual(headers["CACHE-CONTROL"], "max-age=5, public")

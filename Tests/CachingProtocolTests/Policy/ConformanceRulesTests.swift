@@ -5,7 +5,7 @@ import FoundationNetworking
 @testable import CachingProtocol
 
 /// RFC 9111 rules the conformance suite checks, each as a table from the RFC's text.
-final class ConformanceRulesTests: XCTestCase {
+final class ConformanceRulesTests: LoaderRulesTestCase {
     private typealias F = PolicyFixtures
     private let rfc = CachingPolicy.rfc9111
 
@@ -154,7 +154,7 @@ final class ConformanceRulesTests: XCTestCase {
 
 /// `Range: bytes=…` (RFC 9110 §14.1.2): one byte range is parsed; the cache answers it from a
 /// complete stored response (RFC 9111 §3.4).
-final class ByteRangeTests: XCTestCase {
+final class ByteRangeTests: LoaderRulesTestCase {
     func testParsingAndBounds() {
         let cases: [(String, Int, ClosedRange<Int>?)] = [
             ("bytes=0-1", 11, 0...1), ("bytes=1-", 11, 1...10), ("bytes=-1", 11, 10...10), ("bytes=-20", 11, 0...10),
@@ -181,7 +181,7 @@ final class ByteRangeTests: XCTestCase {
 
 /// Partial content (RFC 9111 §3.3–3.4, RFC 9110 §14.4): which stored parts answer which ranges,
 /// and what is stored when a new part arrives.
-final class PartialContentRulesTests: XCTestCase {
+final class PartialContentRulesTests: LoaderRulesTestCase {
     /// A stored part: `Content-Range: bytes first-last/length` over `bytes`, with `etag`.
     private func part(_ first: Int, _ last: Int, of length: Int = 10, etag: String? = "\"a\"",
                       bytes: String? = nil, extra: [String: String] = [:]) -> CacheEntry {

@@ -8,7 +8,7 @@ import XCTest
 /// The policy's two pure steps around the network, as tables: what to do with a request
 /// (`plan`: answer, send — and why, for `Cache-Status` — or refuse), and what an answer from the
 /// origin means (`step`: store what, answer with what, or fetch the body).
-final class ExchangeDecisionTests: XCTestCase {
+final class ExchangeDecisionTests: LoaderRulesTestCase {
     private typealias F = PolicyFixtures
 
     private func describe(_ plan: LoadPlan) -> String {
@@ -132,6 +132,43 @@ final class ExchangeDecisionTests: XCTestCase {
                             at: 60 + 8 * 86_400),
                        "error", "staler than the policy's maximum staleness (7 days): the error")
         XCTAssertEqual(step(.failure(URLError(.timedOut)), .planned(method: "GET"), .fetch(fallback: nil, forward: .uriMiss)), "error")
+    }
+
+    /// A request whose cache policy refuses stored data the origin did not confirm gets what it
+    /// gets without the layer when the origin fails: its error, or its 5xx as it is. Stored data
+    /// stands in only when the policy decides or the app prefers stored data.
+    func testAReloadGetsTheOriginsAnswerOrItsError() throws {
+        let plain = try XCTUnwrap(F.entry(["Cache-Control": "max-age=60", "ETag": "\"a\""]))
+        let mustRevalidate = try XCTUnwrap(F.entry(["Cache-Control": "max-age=60, must-revalidate", "ETag": "\"a\""]))
+        let down = Result<ReceivedResponse, Error>.failure(URLError(.networkConnectionLost))
+        let get = SentRequest.planned(method: "GET")
+        let modes: [(String, URLRequest.CachePolicy, String, String, String, String)] = [
+            // mode, cache policy, origin down, origin 503, must-revalidate and origin down, 503 to a conditional GET
+            ("the policy decides", .useProtocolCachePolicy, "stored (CachingProtocol; fwd=stale; ttl=-60; detail=stale-if-error)",
+             "stored (CachingProtocol; fwd=stale; fwd-status=503; ttl=-60; detail=stale-if-error)",
+             "504 (CachingProtocol; fwd=stale; detail=origin-unreachable)",
+             "stored (CachingProtocol; fwd=stale; fwd-status=503; ttl=-60; detail=stale-if-error)"),
+            ("reload", .reloadIgnoringLocalCacheData, "error", "received (CachingProtocol; fwd=stale; fwd-status=503)", "error",
+             "received (CachingProtocol; fwd=stale; fwd-status=503)"),
+            ("reload from the origin", .reloadIgnoringLocalAndRemoteCacheData, "error",
+             "received (CachingProtocol; fwd=stale; fwd-status=503)", "error", "received (CachingProtocol; fwd=stale; fwd-status=503)"),
+            ("revalidate", .reloadRevalidatingCacheData, "error", "received (CachingProtocol; fwd=stale; fwd-status=503)", "error",
+             "received (CachingProtocol; fwd=stale; fwd-status=503)"),
+        ]
+        for (name, cachePolicy, whenDown, when503, mustRevalidateWhenDown, revalidation503) in modes {
+            let request = F.request(cachePolicy: cachePolicy)
+            let fetch = ExchangePlan.fetch(fallback: plain, forward: .stale)
+            XCTAssertEqual(step(down, get, fetch, request: request), whenDown, name)
+            XCTAssertEqual(step(received(503), get, fetch, request: request), when503, name)
+            XCTAssertEqual(step(down, get, .fetch(fallback: mustRevalidate, forward: .stale), request: request), mustRevalidateWhenDown, name)
+            let revalidate = ExchangePlan.revalidate(plain, try XCTUnwrap(RevalidationConditions(plain)))
+            XCTAssertEqual(step(received(503), get, revalidate, request: request), revalidation503, name)
+            XCTAssertEqual(step(received(503), .planned(method: "HEAD"), revalidate, request: request),
+                           revalidation503 == when503 && whenDown == "error" ? "fetch the body" : revalidation503,
+                           "\(name): a HEAD's 5xx that may not be replaced is fetched again as the GET the app sent")
+            XCTAssertEqual(step(down, .planned(method: "HEAD"), revalidate, request: request),
+                           whenDown == "error" ? "error" : "stored (CachingProtocol; fwd=stale; ttl=-60; detail=stale-if-error)", name)
+        }
     }
 
     func testForwardedAndUnsafeAnswersAreNeverStored() {

@@ -5,7 +5,7 @@ import FoundationNetworking
 @testable import CachingProtocol
 
 /// How a stored response is reused: the plan table, driven by an injected time.
-final class ReusePlanTests: XCTestCase {
+final class ReusePlanTests: LoaderRulesTestCase {
     private typealias F = PolicyFixtures
     private let heuristic = CachingPolicy.heuristic()
 

@@ -6,7 +6,7 @@ import XCTest
 @testable import CachingProtocol
 
 /// What is stored and for how long: every rule of the contract as a table, for both presets.
-final class StorageDecisionTests: XCTestCase {
+final class StorageDecisionTests: LoaderRulesTestCase {
     private typealias F = PolicyFixtures
 
     private struct Case {

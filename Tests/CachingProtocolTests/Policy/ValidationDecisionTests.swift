@@ -6,7 +6,7 @@ import FoundationNetworking
 
 /// What an answer to a revalidation means (RFC 9111 §4.3.3–4.3.5): a table over status, method
 /// and validators, the §4.3.4 header merge, and the temporary-redirect rule. No network.
-final class ValidationDecisionTests: XCTestCase {
+final class ValidationDecisionTests: LoaderRulesTestCase {
     private typealias F = PolicyFixtures
     private let heuristic = CachingPolicy.heuristic()
 

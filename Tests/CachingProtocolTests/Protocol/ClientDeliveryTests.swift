@@ -8,14 +8,13 @@ import XCTest
 /// The delivery seam as a unit: where client calls run (an injected executor stands in for
 /// Apple's client thread), streamed versus whole bodies, redirect reports and forwarded
 /// challenges, and nothing after `stopLoading`. Both platforms' rules run here, on Linux.
-final class ClientDeliveryTests: XCTestCase {
+final class ClientDeliveryTests: LoaderRulesTestCase {
     private let url = URL(string: "https://example.com/feed")!
     private var response: HTTPURLResponse {
         HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Content-Type": "text/plain"])!
     }
 
-    private static let apple = ClientDelivery.Rules(streamsBodies: true, holdsLockAcrossClientCalls: false,
-                                                    forwardsChallenges: true, reportsRedirects: true)
+    private static let apple = ClientDelivery.Rules.apple
     private static let linux = ClientDelivery.Rules(streamsBodies: false, holdsLockAcrossClientCalls: true,
                                                     forwardsChallenges: false, reportsRedirects: false)
 
@@ -71,6 +70,77 @@ final class ClientDeliveryTests: XCTestCase {
         delivery.deliver(.failure(URLError(.timedOut)))
         delivery.deliver(.response(response, Data()))
         XCTAssertEqual(client.calls, ["fail -1001"])
+        withExtendedLifetime(owner) {}
+    }
+
+    // MARK: After a streamed head
+
+    /// The same response as `response` as the layer ends it: another `Cache-Status`, the rest
+    /// the same.
+    private func sameResponse(cacheStatus: String) -> HTTPURLResponse {
+        HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                        headerFields: ["Content-Type": "text/plain", "Cache-Status": cacheStatus])!
+    }
+
+    /// Once a response's head went to the client, the load ends without an error only with the
+    /// end of that response; anything else — a stored copy, the cache's 504, a redirect — fails
+    /// it with the error of a connection lost mid-body. An error stays that error.
+    func testAfterAStreamedHeadOnlyTheEndOfThatResponseEndsTheLoad() {
+        let stored = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                                     headerFields: ["Content-Type": "text/plain", "ETag": "\"old\"", "Age": "61"])!
+        let gatewayTimeout = HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: ["Content-Length": "0"])!
+        let redirect = Answer.redirect(HTTPURLResponse(url: url, statusCode: 302, httpVersion: "HTTP/1.1", headerFields: ["Location": "/new"])!,
+                                       Data(), to: URLRequest(url: URL(string: "https://example.com/new")!))
+        let lost = "fail \(URLError.Code.networkConnectionLost.rawValue)"
+        let endings: [(String, Answer, String)] = [
+            ("the same response", .response(sameResponse(cacheStatus: "CachingProtocol; fwd=uri-miss; stored"), Data("hello".utf8)), "finish"),
+            ("a stored copy", .response(stored, Data("old".utf8)), lost),
+            ("the cache's 504", .response(gatewayTimeout, Data()), lost),
+            ("a redirect", redirect, lost),
+            ("an error", .failure(URLError(.timedOut)), "fail -1001"),
+        ]
+        var linuxStreaming = Self.linux
+        linuxStreaming.streamsBodies = true
+        for rules in [Self.apple, linuxStreaming] {
+            for (name, ending, last) in endings {
+                let (delivery, client, owner) = make(rules, executor: CallingThreadExecutor())
+                delivery.deliverHead(sameResponse(cacheStatus: "CachingProtocol; fwd=uri-miss"))
+                delivery.deliverChunk(Data("he".utf8))
+                delivery.deliver(ending)
+                XCTAssertEqual(client.calls, ["response 200", "data 2", last], name)
+                XCTAssertTrue(delivery.isStopped, name)
+                withExtendedLifetime(owner) {}
+            }
+        }
+    }
+
+    /// The delegate of an `async` call took the pieces as they came; the call gets the whole
+    /// body at the end — only when it is the body those pieces were of, byte count and all.
+    func testAnAsyncCallGetsTheWholeBodyOnlyWhenItIsTheOneItsDelegateTook() {
+        for (body, expected) in [("hello", ["response 200", "data 5", "finish"]),
+                                 ("hello, world", ["response 200", "fail \(URLError.Code.networkConnectionLost.rawValue)"]),
+                                 ("hel", ["response 200", "fail \(URLError.Code.networkConnectionLost.rawValue)"])] {
+            let (delivery, client, owner) = make(Self.linux, executor: CallingThreadExecutor())
+            delivery.bodyDelivery = .wholeAndRelayedAsItArrives
+            delivery.deliverHead(response)
+            delivery.deliverChunk(Data("he".utf8))
+            delivery.deliverChunk(Data("llo".utf8))
+            delivery.deliver(.response(response, Data(body.utf8)))
+            XCTAssertEqual(client.calls, expected, body)
+            withExtendedLifetime(owner) {}
+        }
+    }
+
+    /// A load takes one response: the head of a second one is not delivered, nor what follows
+    /// it, and the load fails at its end.
+    func testASecondHeadIsNotDeliveredAndTheLoadFails() {
+        let (delivery, client, owner) = make(Self.apple, executor: CallingThreadExecutor())
+        delivery.deliverHead(response)
+        delivery.deliverChunk(Data("he".utf8))
+        delivery.deliverHead(HTTPURLResponse(url: url, statusCode: 500, httpVersion: "HTTP/1.1", headerFields: [:])!)
+        delivery.deliverChunk(Data("oops".utf8))
+        delivery.deliver(.response(response, Data("heoops".utf8)))
+        XCTAssertEqual(client.calls, ["response 200", "data 2", "fail \(URLError.Code.networkConnectionLost.rawValue)"])
         withExtendedLifetime(owner) {}
     }
 
@@ -252,7 +322,8 @@ struct SendableSpecificKey: @unchecked Sendable {
 
 /// A `URLProtocolClient` that records the calls it gets.
 final class RecordingClient: NSObject, URLProtocolClient, Sendable {
-    private let recorded = Locked<(calls: [String], challenges: [URLAuthenticationChallenge])>(([], []))
+    private let recorded = Locked<(calls: [String], challenges: [URLAuthenticationChallenge], response: HTTPURLResponse?, body: Data)>(
+        ([], [], nil, Data()))
     /// When set, each call is recorded with where it ran: "on the marked queue" (a queue whose
     /// specific for this key is true) or "elsewhere".
     private let queueMarker: SendableSpecificKey?
@@ -265,6 +336,9 @@ final class RecordingClient: NSObject, URLProtocolClient, Sendable {
 
     var calls: [String] { recorded.withLock { $0.calls } }
     var challenges: [URLAuthenticationChallenge] { recorded.withLock { $0.challenges } }
+    /// The last response received, and every body byte loaded, in order.
+    var response: HTTPURLResponse? { recorded.withLock { $0.response } }
+    var body: Data { recorded.withLock { $0.body } }
 
     private func record(_ call: String) {
         var entry = call
@@ -281,9 +355,11 @@ final class RecordingClient: NSObject, URLProtocolClient, Sendable {
         record("cached response is valid")
     }
     func urlProtocol(_ protocol: URLProtocol, didReceive response: URLResponse, cacheStoragePolicy policy: URLCache.StoragePolicy) {
+        recorded.withLock { $0.response = response as? HTTPURLResponse }
         record("response \((response as? HTTPURLResponse)?.statusCode ?? 0)")
     }
     func urlProtocol(_ protocol: URLProtocol, didLoad data: Data) {
+        recorded.withLock { $0.body.append(data) }
         record("data \(data.count)")
     }
     func urlProtocolDidFinishLoading(_ protocol: URLProtocol) {

@@ -14,7 +14,7 @@ import XCTest
 /// which ignores permission bits, so the reading process is a `CacheTestTool` that gives up root
 /// first. Store-level tests inject the same errors at the file-I/O seam
 /// (`Storage/UnreadableFilesTests`).
-final class DataProtectionTests: XCTestCase {
+final class DataProtectionTests: LoaderRulesTestCase {
     private var directory: URL!
     /// `nobody`: any user other than the files' owner will do.
     private let otherUser = "65534"
@@ -82,7 +82,7 @@ final class DataProtectionTests: XCTestCase {
     }
 }
 #else
-final class DataProtectionTests: XCTestCase {
+final class DataProtectionTests: LoaderRulesTestCase {
     func testACacheWhoseFilesCannotBeReadIsUnavailableNotCorruptAndIsServedAgainLater() throws {
         // The reader is a CacheTestTool process that gives up root; on the device, Data
         // Protection itself is the reader's obstacle (UnreadableFilesTests injects it).

@@ -5,7 +5,7 @@ import XCTest
 /// found a problem with) through the fuzz targets in an ordinary build, so a fixed finding
 /// stays fixed without libFuzzer. Scripts/fuzz.sh does the fuzzing itself. The replay runs the
 /// `Fuzz` executable, a process: macOS and Linux only.
-final class FuzzCorpusTests: XCTestCase {
+final class FuzzCorpusTests: LoaderRulesTestCase {
     #if os(macOS) || os(Linux)
     func testCommittedCorpusReplaysCleanly() throws {
         let packageRoot = URL(fileURLWithPath: #filePath)

@@ -8,7 +8,7 @@ import XCTest
 
 /// Each problem the fuzz targets found, pinned down as a deterministic test (the inputs are also
 /// in Fuzz/corpus, replayed by FuzzCorpusTests).
-final class FuzzFindingsTests: XCTestCase {
+final class FuzzFindingsTests: LoaderRulesTestCase {
     /// `HTTPDate.format` wrote years below 1000 with fewer than four digits; "56" then parsed
     /// back as RFC 850's two-digit year 2056.
     func testFormattedDatesOfEarlyYearsParseBackToTheSameInstant() throws {

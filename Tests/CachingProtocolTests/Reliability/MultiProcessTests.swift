@@ -12,7 +12,7 @@ import XCTest
 /// of its writes. The processes are `CacheTestTool` runs that store self-verifying bodies
 /// (each names its URL, writer and version, and every byte follows from them) through
 /// `CachingURLCache`'s URLCache API, so any torn, mixed or misplaced entry is caught.
-final class MultiProcessTests: XCTestCase {
+final class MultiProcessTests: LoaderRulesTestCase {
     private var directory: URL!
 
     override func setUpWithError() throws {
@@ -126,7 +126,7 @@ final class MultiProcessTests: XCTestCase {
     }
 }
 #else
-final class MultiProcessTests: XCTestCase {
+final class MultiProcessTests: LoaderRulesTestCase {
     func testSeveralProcessesOnOneDirectory() throws {
         throw XCTSkip("these tests run CacheTestTool processes and kill them, and this platform cannot start processes")
     }

@@ -250,7 +250,7 @@ final class NginxInteropTests: CachingTestCase {
     }
 }
 #else
-final class NginxInteropTests: XCTestCase {
+final class NginxInteropTests: LoaderRulesTestCase {
     func testAgainstNginx() throws {
         throw XCTSkip("nginx runs as a child process, and this platform cannot start one")
     }

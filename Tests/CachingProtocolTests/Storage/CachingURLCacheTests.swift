@@ -7,7 +7,7 @@ import XCTest
 @testable import CachingProtocol
 
 /// `CachingURLCache` as a plain `URLCache`, for callers that never use the protocol.
-final class CachingURLCacheTests: XCTestCase {
+final class CachingURLCacheTests: LoaderRulesTestCase {
     private var directory: URL!
 
     override func setUp() {
@@ -319,5 +319,22 @@ final class CachingURLCacheTests: XCTestCase {
         #else
         XCTAssertFalse(CachingURLCache.observesMemoryWarnings)
         #endif
+    }
+
+    /// `CachingConfiguration.forTesting()`: each a new, empty cache in a temporary directory of its
+    /// own, which goes with the cache, files and all.
+    func testATestingConfigurationHasADirectoryOfItsOwnThatGoesWithIt() throws {
+        var configuration: CachingConfiguration? = .forTesting()
+        let directory = try XCTUnwrap(configuration?.cache.directory)
+        XCTAssertNotEqual(directory, CachingURLCache.defaultDirectory)
+        XCTAssertTrue(directory.path.hasPrefix(FileManager.default.temporaryDirectory.path), directory.path)
+        XCTAssertNotEqual(CachingConfiguration.forTesting().cache.directory, directory, "each its own")
+        let (request, response) = cached("https://example.com/stubbed", body: Data("stub".utf8))
+        configuration?.cache.storeCachedResponse(response, for: request)
+        configuration?.cache.waitUntilSettled()
+        XCTAssertEqual(configuration?.cache.statistics.disk.entryCount, 1)
+        XCTAssertFalse(CacheFiles.all(in: directory).isEmpty, "written to its directory")
+        configuration = nil
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path), "gone with the cache")
     }
 }

@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class DiskIndexTests: XCTestCase {
+final class DiskIndexTests: LoaderRulesTestCase {
     private let base = Date(timeIntervalSinceReferenceDate: 700_000_000)
 
     private func digest(_ name: String) -> EntryDigest { EntryDigest(key: name) }

@@ -4,7 +4,7 @@ import XCTest
 /// `DiskLedger`, the one owner of the disk tier's index, staged writes, access times and
 /// tombstones, driven without a disk: each test is a sequence of the operations the store and
 /// its worker call, and what the value then says.
-final class DiskLedgerTests: XCTestCase {
+final class DiskLedgerTests: LoaderRulesTestCase {
     private let base = Date(timeIntervalSinceReferenceDate: 700_000_000)
 
     private func at(_ seconds: Double) -> () -> Date {

@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class EntryCodecTests: XCTestCase {
+final class EntryCodecTests: LoaderRulesTestCase {
     private func decodes(_ data: Data, expectedKey: String? = nil) -> Bool {
         (try? EntryCodec.decode(data, expectedKey: expectedKey)) != nil
     }
@@ -219,7 +219,7 @@ final class EntryCodecTests: XCTestCase {
 
 /// The UTF-8 decoder Apple builds use (their SDKs before iOS 18 lack `String(validating:)`)
 /// agrees with the standard library's on valid, invalid and truncated input.
-final class PortableUTF8Tests: XCTestCase {
+final class PortableUTF8Tests: LoaderRulesTestCase {
     func testThePortableDecoderAgreesWithTheStandardLibrary() {
         var inputs: [[UInt8]] = [
             [], Array("plain ascii".utf8), Array("café ✓ 𝄞".utf8),

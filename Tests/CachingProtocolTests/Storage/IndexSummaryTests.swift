@@ -4,7 +4,7 @@ import XCTest
 /// Summaries in the disk index (snapshot version 2, journal record type 5): they round-trip,
 /// old and damaged snapshots are rejected (the store then rebuilds from the entry files), and
 /// entries without summaries keep the format they had.
-final class IndexSummaryTests: XCTestCase {
+final class IndexSummaryTests: LoaderRulesTestCase {
     private let base = Date(timeIntervalSinceReferenceDate: 700_000_000)
 
     private func summary(_ key: String, etag: String? = "\"e\"") -> EntrySummary {

@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class LRUListTests: XCTestCase {
+final class LRUListTests: LoaderRulesTestCase {
     private func keys(_ list: LRUList<String, Int>) -> [String] {
         list.map(\.key)
     }

@@ -1,7 +1,7 @@
 import XCTest
 @testable import CachingProtocol
 
-final class MemoryStoreTests: XCTestCase {
+final class MemoryStoreTests: LoaderRulesTestCase {
     func testStoresAndFindsRecordsAndCountsHitsAndMisses() {
         // Given a store with one record
         let store = MemoryStore(capacity: 100_000)

@@ -3,7 +3,7 @@ import XCTest
 
 /// What pins and the age limit change in `DiskLedger`, driven without a disk, and the pins
 /// file's format.
-final class PinsAndAgeLimitTests: XCTestCase {
+final class PinsAndAgeLimitTests: LoaderRulesTestCase {
     private let base = Date(timeIntervalSinceReferenceDate: 700_000_000)
 
     /// Stages `key` and writes it as the worker does, with a file of `size` bytes, used at `seconds`.

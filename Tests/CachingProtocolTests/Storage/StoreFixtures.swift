@@ -124,7 +124,7 @@ enum Fixtures {
 }
 
 /// A fresh temporary directory per test, removed (and unmounted, if a test mounted it) in tearDown.
-class TemporaryDirectoryTestCase: XCTestCase {
+class TemporaryDirectoryTestCase: LoaderRulesTestCase {
     private(set) var temporaryDirectory: URL!
     let mounts = Mounts()
 

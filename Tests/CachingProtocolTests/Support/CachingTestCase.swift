@@ -9,7 +9,7 @@ import XCTest
 /// Base class of the integration tests: a loopback origin and a cache sharing a manual clock,
 /// a fresh cache directory, and a session with the protocol injected. Nothing sleeps: tests
 /// move the clock.
-class CachingTestCase: XCTestCase {
+class CachingTestCase: LoaderRulesTestCase {
     /// The `Cache-Status` field (RFC 9211) the layer put on `response`.
     func cacheStatus(_ response: HTTPURLResponse) -> String? {
         response.value(forHTTPHeaderField: "Cache-Status")
@@ -70,11 +70,31 @@ class CachingTestCase: XCTestCase {
         Installation.install(configuration)
         let sessionConfiguration = URLSessionConfiguration.default
         sessionConfiguration.timeoutIntervalForRequest = 10
-        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration)
+        // Its sessions have no delegate, and say so: with Apple's loader rules a delegate left
+        // unnamed may judge server trust, and its sessions' answers are kept apart from those of
+        // the URLCache API and of prefetches (tests of that name it or not themselves).
+        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration, delegate: nil)
         session = URLSession(configuration: sessionConfiguration)
     }
 
     var events: [CacheEvent] { recordedEvents.withLock { $0 } }
+
+    /// The entry stored last for `path` on the origin, in whichever session's partition it is
+    /// (the `URLCache` API looks outside every partition, `CacheRequest.judged(by:)`): what
+    /// reached the store.
+    func storedEntry(_ path: String) -> CacheEntry? {
+        storedEntry(at: origin.url(path))
+    }
+
+    /// `storedEntry(_:)` for any URL.
+    func storedEntry(at url: URL) -> CacheEntry? {
+        cache.store.peek(cache.key(for: url))?.variants.first
+    }
+
+    /// The body of `storedEntry(path)`.
+    func storedBody(_ path: String) -> Data? {
+        storedEntry(path)?.body
+    }
 
     // MARK: Requests
 
@@ -134,7 +154,7 @@ class CachingTestCase: XCTestCase {
     func loadWithDelegate(_ request: URLRequest) throws -> (Data, HTTPURLResponse, chunks: Int) {
         let collector = DelegateCollector()
         let sessionConfiguration = URLSessionConfiguration.default
-        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration)
+        CachingURLProtocol.inject(into: sessionConfiguration, using: configuration, delegate: collector)
         let delegateSession = URLSession(configuration: sessionConfiguration, delegate: collector, delegateQueue: nil)
         defer { delegateSession.finishTasksAndInvalidate() }
         delegateSession.dataTask(with: request).resume()

@@ -195,7 +195,7 @@ final class DataTaskCancellationPairTests: CachingTestCase {
         XCTAssertEqual(traffic.withLock { $0 }, ["2 requests, 1 abandoned", "1 requests, 0 abandoned"], line: line)
         // The layer's own traffic: one request, not cancelled, the whole body sent once and stored.
         XCTAssertEqual(origin.bodyBytesSent, slowBody.count, "the origin sent the whole body, once", line: line)
-        XCTAssertEqual(cache.cachedResponse(for: URLRequest(url: origin.url("/shared")))?.data, slowBody, line: line)
+        XCTAssertEqual(storedBody("/shared"), slowBody, line: line)
         XCTAssertEqual(configuration.statistics.fetched, 1, "the first load; the cancelled one is not answered", line: line)
     }
 
@@ -257,9 +257,9 @@ final class DataTaskCancellationPairTests: CachingTestCase {
         }
         await fulfillment(of: [ended], timeout: 10)
         cache.waitUntilSettled()
-        let stored = cache.cachedResponse(for: URLRequest(url: origin.url(path)))
+        let stored = storedBody(path)
         return "origin: \(origin.responsesAbandoned) abandoned, \(origin.bodyBytesSent < total ? "part" : "all") of the body sent; "
-            + "stored: \(stored.map { "\($0.data.count) bytes" } ?? "nothing")"
+            + "stored: \(stored.map { "\($0.count) bytes" } ?? "nothing")"
     }
 
     private static func describe(_ load: () async throws -> (Data, URLResponse)) async -> String {

@@ -70,7 +70,7 @@ final class DelegateStreamingPairTests: CachingTestCase {
         XCTAssertEqual(with, without)
         XCTAssertEqual(with.layerAnswers, 1)
         XCTAssertEqual(notes.withLock { $0 }, Array(repeating: "first piece when the origin had sent part of the body", count: 2))
-        XCTAssertEqual(cache.cachedResponse(for: URLRequest(url: origin.url("/events")))?.data, stream, "stored whole on the side")
+        XCTAssertEqual(storedBody("/events"), stream, "stored whole on the side")
     }
 
     /// One byte at a time: every byte reaches the delegate before the completion.
@@ -101,9 +101,9 @@ final class DelegateStreamingPairTests: CachingTestCase {
             await fulfillment(of: [expectation(until: "the origin's response ended") {
                 origin.responsesAbandoned > 0 || origin.bodyBytesSent >= total
             }], timeout: 10)
-            let stored = cache.cachedResponse(for: URLRequest(url: origin.url("/events")))
+            let stored = storedBody("/events")
             return "\(decodeEachPiece(delegate.pieces)); origin: \(origin.responsesAbandoned) abandoned, "
-                + "\(origin.bodyBytesSent < total ? "part" : "all") of the body sent; stored: \(stored.map { "\($0.data.count) bytes" } ?? "nothing")"
+                + "\(origin.bodyBytesSent < total ? "part" : "all") of the body sent; stored: \(stored.map { "\($0.count) bytes" } ?? "nothing")"
         }
         XCTAssertEqual(without.delegateCalls, ["response 200", "data \(payloads[0].count)", "complete error -999"], "\(without)")
         XCTAssertEqual(without.result, "1 of 1 pieces decode: events [1]; origin: 1 abandoned, part of the body sent; stored: nothing")

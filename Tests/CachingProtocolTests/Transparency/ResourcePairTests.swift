@@ -15,7 +15,7 @@ import Glibc
 /// process's). Peak memory of one large body that cannot be stored, handed to a delegate that
 /// lets each piece go; and what 1,000 sessions leave behind, one per token refresh. Linux only:
 /// the sizes come from /proc.
-final class ResourcePairTests: XCTestCase {
+final class ResourcePairTests: LoaderRulesTestCase {
     private var origin: LoopbackOrigin!
     private var directory: URL!
 

@@ -185,7 +185,16 @@ final class SessionBehaviourPairTests: CachingTestCase {
                 if withLayer { answeredByTheLayer = caching.statistics.hits }
             }
             XCTAssertTrue(observed[0].contains("storage GET /blob?signature=abc"), observed[0])
-            XCTAssertEqual(observed[1], observed[0], "delegate: \(hasDelegate)")
+            if SessionSettings.redirectsPerHop, !hasDelegate {
+                // Apple's loader rules on Linux: the layer makes the hop it follows as Apple's loader
+                // makes it, without the `Authorization` to another origin (Docs/foundation-facts.md,
+                // A19), where corelibs, the loader without the layer here, copies it.
+                let asApple = observed[0].replacingOccurrences(of: "storage GET /blob?signature=abc authorization=Bearer app-token",
+                                                               with: "storage GET /blob?signature=abc authorization=-")
+                XCTAssertEqual(observed[1], asApple, "delegate: \(hasDelegate)")
+            } else {
+                XCTAssertEqual(observed[1], observed[0], "delegate: \(hasDelegate)")
+            }
             XCTAssertGreaterThan(answeredByTheLayer, 0, "the second time the layer answered from the cache")
         }
     }

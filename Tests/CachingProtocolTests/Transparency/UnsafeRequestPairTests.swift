@@ -45,7 +45,11 @@ final class UnsafeRequestPairTests: CachingTestCase {
         XCTAssertTrue(without.result.hasPrefix("200 /orders/9"), "\(without)")
         XCTAssertTrue(without.delegateCalls.contains { $0.hasPrefix("redirect 303") }, "\(without)")
         XCTAssertEqual(with, without)
-        XCTAssertEqual(with.layerAnswers, 3, "the GET, the POST's 303 and the GET the layer followed it with went through the layer")
+        if CachingURLProtocol.everyBodyIsAStream {
+            XCTAssertEqual(with.layerAnswers, 1, "Apple's loader rules: the GET; the POST and its 303 were Foundation's (its body)")
+        } else {
+            XCTAssertEqual(with.layerAnswers, 3, "the GET, the POST's 303 and the GET the layer followed it with went through the layer")
+        }
     }
 
     func testAPostChallengedWithBasicAuthIsAnsweredByTheAppsDelegate() async throws {
@@ -64,7 +68,11 @@ final class UnsafeRequestPairTests: CachingTestCase {
         }
         XCTAssertTrue(without.result.hasPrefix("200 /account") && without.result.hasSuffix("name=alice"), "\(without)")
         XCTAssertEqual(with, without)
-        XCTAssertGreaterThanOrEqual(with.layerAnswers, 2, "the GET and the POST went through the layer")
+        if CachingURLProtocol.everyBodyIsAStream {
+            XCTAssertEqual(with.layerAnswers, 1, "Apple's loader rules: the GET; the POST was Foundation's (its body)")
+        } else {
+            XCTAssertGreaterThanOrEqual(with.layerAnswers, 2, "the GET and the POST went through the layer")
+        }
     }
 
     /// A POST (Basic auth challenged, answered by the app's delegate, so sent twice) for a URL
