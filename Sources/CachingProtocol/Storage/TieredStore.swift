@@ -34,6 +34,8 @@ final class TieredStore: RecordStore {
 
     /// Where memory warnings move memory to disk, one after the other, off the posting thread.
     private let memoryWarnings = DispatchQueue(label: "CachingProtocol.TieredStore.memoryWarnings", qos: .utility)
+    /// The users whose answers were removed, and when (`removeVariants(ofUser:)`).
+    private let forgotten = Locked(ForgottenUsers())
 
     init(memoryCapacity: Int, diskCapacity: Int, directory: URL) {
         memory = MemoryStore(capacity: max(0, memoryCapacity))
@@ -243,8 +245,11 @@ final class TieredStore: RecordStore {
     /// entry is memory-only already (a copy of one, freshened by a `304`), it is marked so and
     /// never reaches a file; the record's other variants still do. An entry costing more than
     /// `maximumEntrySize` is not stored.
+    ///
+    /// An answer for a user whose answers were removed (`removeVariants(ofUser:)`) to a request
+    /// sent before the removal — one that was on its way meanwhile — is not stored.
     func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
-        guard entry.cost <= maximumEntrySize else { return }
+        guard entry.cost <= maximumEntrySize, !forgotten.withLock({ $0.refuses(entry) }) else { return }
         sweepMemoryIfDue()
         var entry = entry
         if memoryOnly { entry.isMemoryOnly = true }
@@ -255,6 +260,47 @@ final class TieredStore: RecordStore {
             variants.removeLast(variants.count - Self.maximumVariants)
         }
         store(CacheRecord(key: key, variants: variants))
+    }
+
+    /// Removes from both tiers every variant stored for the user `user` (`Partition.user`), or
+    /// for any user when nil — never one stored for nobody in particular — and returns once no
+    /// file of the directory holds one (`waitUntilRemoved`). A record whose variants are all
+    /// going is removed without reading its file: the disk index's summaries name each
+    /// variant's user; a record with others is read and written again without them. Memory is
+    /// looked through too (it alone holds the variants kept in memory only). Answers for those
+    /// users to requests sent until now, which arrive later, are not stored (`storeVariant`).
+    func removeVariants(ofUser user: UInt64?) {
+        forgotten.withLock { $0.forget(user, at: clock()) }
+        func isDoomed(_ variantUser: UInt64?) -> Bool {
+            guard let variantUser else { return false }
+            return user.map { $0 == variantUser } ?? true
+        }
+        var whollyDoomed = Set<String>()
+        var partlyDoomed = Set<String>()
+        for listed in disk.listing() {
+            guard let variants = listed.summary.variants, variants.contains(where: { isDoomed($0.user) }) else { continue }
+            if variants.allSatisfy({ isDoomed($0.user) }) {
+                whollyDoomed.insert(listed.summary.key)
+            } else {
+                partlyDoomed.insert(listed.summary.key)
+            }
+        }
+        for record in memory.allRecords() where record.variants.contains(where: { isDoomed($0.partition.user) }) {
+            partlyDoomed.insert(record.key)
+        }
+        for key in whollyDoomed.subtracting(partlyDoomed) {
+            removeRecord(forKey: key)
+        }
+        for key in partlyDoomed {
+            guard let record = record(forKey: key, counting: false, memoryAlreadyCounted: false) else { continue }
+            let kept = record.variants.filter { !isDoomed($0.partition.user) }
+            if kept.isEmpty {
+                removeRecord(forKey: key)
+            } else if kept.count < record.variants.count {
+                store(CacheRecord(key: key, variants: kept))
+            }
+        }
+        waitUntilRemoved()
     }
 
     /// Removes every record whose newest variant was stored at or after `date`, from both tiers.
@@ -322,5 +368,30 @@ final class TieredStore: RecordStore {
         for record in memory.allRecords() { sizes[record.key] = record.cost }
         for (key, bytes) in disk.storedKeys() { sizes[key] = bytes }
         return sizes
+    }
+}
+
+/// The users whose answers were removed, each with when (on the store's clock), so that an answer
+/// for one of them to a request sent before that — a load that was on its way — is not stored
+/// after the removal. Bounded: the oldest removals are let go beyond `capacity` users.
+private struct ForgottenUsers {
+    static let capacity = 64
+    /// When every user's answers were last removed.
+    private var allUsers: Date?
+    private var users: [UInt64: Date] = [:]
+
+    mutating func forget(_ user: UInt64?, at now: Date) {
+        guard let user else { return allUsers = now }
+        users[user] = now
+        if users.count > Self.capacity, let oldest = users.min(by: { $0.value < $1.value }) {
+            users[oldest.key] = nil
+        }
+    }
+
+    /// Whether `entry` answers a request sent by the time its user's answers were removed.
+    func refuses(_ entry: CacheEntry) -> Bool {
+        guard let user = entry.partition.user, allUsers != nil || !users.isEmpty else { return false }
+        let removed = [allUsers, users[user]].compactMap { $0 }.max()
+        return removed.map { entry.requestDate <= $0 } ?? false
     }
 }

@@ -29,8 +29,9 @@ final class SessionSettingsTests: CachingTestCase {
         XCTAssertEqual(received.header("Authorization"), "Bearer alice")
         XCTAssertEqual(received.header("X-Client"), "demo")
 
-        _ = try await alice.data(from: origin.url("/me"))
-        XCTAssertEqual(originMethods("/me"), ["GET", "GET"], "an authorised response without public is not stored")
+        let (again, _) = try await alice.data(from: origin.url("/me"))
+        XCTAssertEqual(String(decoding: again, as: UTF8.self), "hello Bearer alice")
+        XCTAssertEqual(originMethods("/me"), ["GET"], "stored for Alice's credential, and a hit for it")
         let (anonymous, _) = try await get("/me")
         XCTAssertEqual(String(decoding: anonymous, as: UTF8.self), "hello nobody", "nothing of Alice's reaches another session")
     }
