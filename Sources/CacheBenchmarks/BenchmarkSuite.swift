@@ -56,6 +56,7 @@ final class BenchmarkSuite {
             ("latency", memoryAndDiskHits),
             ("miss", layerCosts),
             ("throughput", throughput),
+            ("mixed", mixedLoad),
             ("scaling", scaling),
             ("memory", memoryBound),
             ("storage", storageAPI),

@@ -130,6 +130,13 @@ public final class LoopbackOrigin: Sendable {
     /// (``OriginRequest/connectionID`` values keep counting up).
     public var connectionsAccepted: Int { core.state.withLock { $0.connectionsAccepted } }
 
+    /// How many TCP connections are open now (accepted and not yet closed by either side).
+    public var openConnections: Int { core.state.withLock { $0.connections.count } }
+
+    /// The most connections that were open at once since the start or the last ``resetLog()``
+    /// (which starts it again from those open then): how many a client held at its busiest.
+    public var peakOpenConnections: Int { core.state.withLock { $0.peakOpenConnections } }
+
     /// Clears the request log and the byte and connection counters. Routes are kept.
     public func resetLog() {
         core.state.withLock { s in
@@ -139,6 +146,7 @@ public final class LoopbackOrigin: Sendable {
             s.totalBytesSent = 0
             s.totalBytesReceived = 0
             s.connectionsAccepted = 0
+            s.peakOpenConnections = s.connections.count
         }
     }
 
@@ -210,6 +218,7 @@ final class OriginCore: Sendable {
         var totalBytesSent = 0
         var totalBytesReceived = 0
         var connectionsAccepted = 0
+        var peakOpenConnections = 0
         var network: SimulatedNetwork?
         var nextConnectionID = 1
         /// The running listener; nil while stopped.
@@ -293,6 +302,7 @@ final class OriginCore: Sendable {
                 s.nextConnectionID += 1
                 s.connectionsAccepted += 1
                 s.connections[id] = fd
+                s.peakOpenConnections = max(s.peakOpenConnections, s.connections.count)
                 return id
             }
             guard let id else {

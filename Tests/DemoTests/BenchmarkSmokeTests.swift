@@ -8,10 +8,11 @@ import XCTest
 final class BenchmarkSmokeTests: LoaderRulesTestCase {
     func testQuickRunProducesEveryResultWithItsReference() throws {
         let suite = BenchmarkSuite(scale: .quick) { _ in }
-        let results = try suite.run(only: ["latency", "storage", "scaling"])
+        let results = try suite.run(only: ["latency", "storage", "scaling", "mixed"])
         let names = Set(results.map(\.name))
         for expected in ["floor protocol 1 KB", "memory hit 1 KB", "disk hit 100 KB", "store: CachingURLCache",
-                         "lookup: Foundation URLCache", "lookup at 100 entries", "hit at 10 entries"] {
+                         "lookup: Foundation URLCache", "lookup at 100 entries", "hit at 10 entries",
+                         "mixed load, 64 in flight over 8 sessions, 10 ms away", "mixed load, 64 in flight over 8 sessions, 50 ms away"] {
             XCTAssertTrue(names.contains(expected), "missing \(expected) in \(names.sorted())")
         }
         let memoryHit = try XCTUnwrap(results.first { $0.name == "memory hit 1 KB" })

@@ -134,6 +134,39 @@ final class LoopbackOriginTests: XCTestCase {
         XCTAssertTrue(try connection.isClosedByServer())
     }
 
+    /// Three connections held at a gate are three open connections at once; when the gate
+    /// opens each gets its answer, and a connection the client closes is no longer open.
+    func testCountsOpenConnectionsAndTheirPeakWhileAGateHoldsTheAnswers() throws {
+        let origin = try LoopbackOrigin()
+        let gate = OriginGate()
+        defer { gate.open() }
+        origin.handle("/held") { _ in
+            gate.pass()
+            return .text("held")
+        }
+        XCTAssertEqual(origin.openConnections, 0)
+        let connections = try (0..<3).map { _ in try RawConnection(port: origin.port) }
+        for connection in connections { try connection.send("GET /held HTTP/1.1\r\nHost: x\r\n\r\n") }
+        XCTAssertTrue(gate.waitUntilWaiting(3, timeout: 10), "three handlers wait at the gate")
+        XCTAssertEqual(gate.waitingCount, 3)
+        XCTAssertEqual(origin.openConnections, 3)
+        XCTAssertEqual(origin.peakOpenConnections, 3)
+
+        gate.open()
+        for connection in connections { XCTAssertEqual(try connection.readResponse().text, "held") }
+        XCTAssertEqual(gate.waitingCount, 0)
+        for connection in connections {
+            try connection.send("GET /held HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            XCTAssertEqual(try connection.readResponse().text, "held", "an open gate lets later handlers through")
+            XCTAssertTrue(try connection.isClosedByServer())
+        }
+        // The server forgets a connection before it closes it: once the client saw it closed, it is.
+        XCTAssertEqual(origin.openConnections, 0, "closed connections are not open")
+        XCTAssertEqual(origin.peakOpenConnections, 3, "the peak stays until the log is reset")
+        origin.resetLog()
+        XCTAssertEqual(origin.peakOpenConnections, 0, "a reset starts the peak from the connections open then")
+    }
+
     func testAnswersPipelinedRequestsInOrder() throws {
         let origin = try LoopbackOrigin()
         origin.handle("/p") { request in .text(request.query ?? "") }

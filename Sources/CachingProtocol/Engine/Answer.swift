@@ -66,6 +66,9 @@ protocol LoadClient: Sendable {
     /// Whether `answer` passes challenges to the app (Apple's client does; otherwise it gives
     /// them default handling).
     var forwardsChallenges: Bool { get }
+    /// The app's session the load comes from, when the client knows it: the load's upstream
+    /// requests use connections of that session's own (`URLSessionUpstream`). Default: nil.
+    var appSession: AppSession? { get }
 }
 
 extension LoadClient {
@@ -79,4 +82,5 @@ extension LoadClient {
         reply(.performDefaultHandling, nil)
     }
     var forwardsChallenges: Bool { false }
+    var appSession: AppSession? { nil }
 }

@@ -19,9 +19,12 @@ extension CacheEngine {
 
     /// Runs `plan` for `request` from an app session with `settings`, for `load` (nil: a
     /// background exchange nobody waits for — never for a session whose delegate judges server
-    /// trust (no load of it could take the challenge). Call it on the engine's queue (every
-    /// caller is there already), where an upstream task may be created.
-    func runExchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?) {
+    /// trust (no load of it could take the challenge). Its upstream requests use the connections
+    /// of `load`'s app session, or of `appSession` for a background exchange (the session whose
+    /// load started it: without the layer that load would have sent the request). Call it on the
+    /// engine's queue (every caller is there already), where an upstream task may be created.
+    func runExchange(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, waiting load: Load?,
+                     through appSession: AppSession? = nil) {
         if load == nil, settings.judgesServerTrust { return }
         guard case .started(let exchange) = exchanges.enter(plan, for: request, from: settings, load: load,
                                                             collapses: configuration.collapsesRequests) else { return }
@@ -40,28 +43,33 @@ extension CacheEngine {
                 && !(300...399).contains(entry.statusCode)
             method = byHead ? "HEAD" : requestMethod
         }
-        send(.planned(method: method), in: exchange, listener: ExchangeListener(engine: self, exchange: exchange, starter: load))
+        let listener = ExchangeListener(engine: self, exchange: exchange, starter: load, appSession: load?.appSession ?? appSession)
+        send(.planned(method: method), in: exchange, listener: listener)
     }
 
     /// Sends one request of `exchange`, unless every waiting load went away meanwhile (then the
-    /// exchange finishes with nothing to hand out).
-    private func send(_ sent: SentRequest, in exchange: Exchange, listener: ExchangeListener) {
+    /// exchange finishes with nothing to hand out). `waitingForConnectivity`: through an upstream
+    /// session that waits for connectivity (`SessionSettings.waitsForConnectivity`).
+    private func send(_ sent: SentRequest, in exchange: Exchange, listener: ExchangeListener, waitingForConnectivity: Bool = false) {
         guard case .send = exchange.machine({ $0.prepareToSend() }) else { return resolve(exchange) }
         let request = upstreamRequest(for: sent, in: exchange)
         listener.expect(sent, method: request.httpMethod ?? "GET")
         // A GET or HEAD whose waiting loads do not take the body as it arrives may be collected
         // whole by Foundation (`UpstreamClient.send`).
         let wholeBody = ["GET", "HEAD"].contains(request.httpMethod ?? "GET") && exchange.waiting.allSatisfy(\.load.takesWholeBody)
-        let task = upstream.send(request, from: exchange.id.settings, wholeBody: wholeBody, listener: listener) { [self] result in
-            received(result, for: sent, in: exchange, listener: listener)
+        let settings = waitingForConnectivity ? exchange.id.settings.waitingForConnectivity : exchange.id.settings
+        let task = upstream.send(request, from: settings, appSession: listener.appSession, wholeBody: wholeBody,
+                                 listener: listener) { [self] result in
+            received(result, for: sent, in: exchange, listener: listener, waited: waitingForConnectivity)
         }
         if case .cancel(let task) = exchange.machine({ $0.upstreamStarted(task) }) { task.cancel() }
     }
 
     /// The origin answered (or failed): the policy says what it means; the engine stores what it
-    /// says to store and answers everyone waiting, or sends the follow-up GET.
+    /// says to store and answers everyone waiting, or sends the follow-up GET. `waited`: the
+    /// request went through an upstream session that waits for connectivity.
     private func received(_ result: Result<ReceivedResponse, Error>, for sent: SentRequest, in exchange: Exchange,
-                          listener: ExchangeListener) {
+                          listener: ExchangeListener, waited: Bool) {
         let request = exchange.request
         let now = configuration.now()
         if case .success(let received) = result { recordTransfer(received) }
@@ -88,6 +96,10 @@ extension CacheEngine {
             bodyFile?.discard()
             send(.bodyAfterHead, in: exchange, listener: listener)
         case .finish(let outcome):
+            if !waited, Self.waitsForConnectivity(after: result, answer: outcome.answer, from: exchange.id.settings) {
+                bodyFile?.discard()
+                return send(sent, in: exchange, listener: listener, waitingForConnectivity: true)
+            }
             // What is stored takes the file (and discards it if it does not keep it).
             if case .store = outcome.storage {} else { bodyFile?.discard() }
             apply(outcome.storage, for: request, bodyFile: bodyFile)
@@ -121,6 +133,29 @@ extension CacheEngine {
                    privately: outcome.isPrivateToStarter || Self.isStartersCancellation(result, listener),
                    failingAfterTheHead: Self.failureAfterTheHead(result, givenTheHead: streamed.loads), restarting: withoutBody)
         }
+    }
+
+    /// Whether a request that failed with `result` goes again, to wait for connectivity, rather
+    /// than end with `answer`: when the app's session waits for connectivity, the origin could not
+    /// be reached for want of it, and nothing stored may answer instead (a stale answer after an
+    /// error comes at once). Without the layer the task would have waited; so does the load, and
+    /// its app's delegate is not told (`taskIsWaitingForConnectivity` has no protocol client call).
+    private static func waitsForConnectivity(after result: Result<ReceivedResponse, Error>, answer: ExchangeOutcome.AnswerSource,
+                                             from settings: SessionSettings) -> Bool {
+        guard settings.waitsForConnectivity, case .failure(let error) = result, isConnectivityUnavailable(error) else { return false }
+        switch answer {
+        case .failure, .gatewayTimeout: return true
+        case .received, .stored, .redirect: return false
+        }
+    }
+
+    /// The errors a request fails with at once, when its session does not wait, because no
+    /// network it may use is there (Apple's documentation of `waitsForConnectivity` names
+    /// `notConnectedToInternet`; the others are the cellular refusals of the same kind). A
+    /// connection lost once established is not one: waiting applies only to making it.
+    static func isConnectivityUnavailable(_ error: Error) -> Bool {
+        guard let code = (error as? URLError)?.code else { return false }
+        return [.notConnectedToInternet, .dataNotAllowed, .internationalRoamingOff, .callIsActive].contains(code)
     }
 
     /// The loads that took the head of the response `result` ends (`ExchangeListener`), with
@@ -249,6 +284,8 @@ final class ExchangeListener: UpstreamListener {
     private let engine: CacheEngine
     private let exchange: Exchange
     private let starter: Load?
+    /// The app session whose connections the exchange's requests use (`URLSessionUpstream`).
+    let appSession: AppSession?
 
     private struct State {
         /// The request being sent, so a response head can be judged.
@@ -269,10 +306,11 @@ final class ExchangeListener: UpstreamListener {
     }
     private let state = Locked(State())
 
-    init(engine: CacheEngine, exchange: Exchange, starter: Load?) {
+    init(engine: CacheEngine, exchange: Exchange, starter: Load?, appSession: AppSession?) {
         self.engine = engine
         self.exchange = exchange
         self.starter = starter
+        self.appSession = appSession
     }
 
     /// Whether the load that started the exchange left (it was cancelled) before the answer.

@@ -238,7 +238,8 @@ final class CacheEngine: Sendable {
             // the moment the stale answer exists.
             exchanges.background.enter()
             Self.queue.async { [self] in
-                runExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, waiting: nil)
+                runExchange(.revalidate(entry, conditions), for: load.request, from: load.settings, waiting: nil,
+                            through: load.appSession)
                 exchanges.background.leave()
             }
             deliver(storedAnswer(entry, for: load.request, status: status, at: now), to: load, as: Provenance(outcome: .staleHit))

@@ -17,6 +17,8 @@ struct Load: Sendable {
     /// they arrived (`LoadClient.needsWholeBody`).
     let needsWholeBody: Bool
     let redirects: RedirectHandling
+    /// The app's session it comes from, when known (`LoadClient.appSession`).
+    let appSession: AppSession?
     let started: DispatchTime
     /// Whether it may share an upstream request with identical loads: not when it is retried
     /// after another load's credentialed answer, nor for an unsafe request.
@@ -37,6 +39,7 @@ struct Load: Sendable {
         streamsBody = client.streamsBody
         needsWholeBody = client.needsWholeBody
         redirects = client.redirects
+        appSession = client.appSession
     }
 
     /// Whether the upstream request may be collected whole by Foundation for this load: it takes

@@ -43,7 +43,9 @@ final class PassThroughLoad: UpstreamListener, @unchecked Sendable {
         // Never from inside `startLoading`: corelibs deadlocks when a task is made there
         // (Docs/foundation-facts.md, L3).
         CacheEngine.queue.async {
-            let task = upstream.send(request, from: settings, wholeBody: false, listener: load) { load.finish($0) }
+            // The app session is not known here (Apple platforms: a task does not say it): the
+            // settings' shared upstream session, as for any load whose session is unknown.
+            let task = upstream.send(request, from: settings, appSession: nil, wholeBody: false, listener: load) { load.finish($0) }
             load.handle.joined { task.cancel() }
         }
         return load.handle

@@ -31,14 +31,18 @@ struct SessionSettings: Sendable, Hashable {
     /// The settings of a session made from `configuration`, whose delegate has `delegate`'s traits.
     /// `configuration.protocolClasses` are the app's own (the caching protocol's left out): the
     /// cache's upstream session consults them in their order (`upstreamConfiguration`).
-    init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits = .none) {
-        self.init(recording: configuration.copy() as! URLSessionConfiguration, delegate: delegate, readsSharedSessionClasses: false)
+    /// `waitsForConnectivity`: whether the session waits for connectivity, when not the
+    /// configuration's (`waitsForConnectivity(of:)`; tests give Apple's setting on Linux).
+    init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits = .none, waitsForConnectivity: Bool? = nil) {
+        self.init(recording: configuration.copy() as! URLSessionConfiguration, delegate: delegate, readsSharedSessionClasses: false,
+                  connectivity: Connectivity(appWaits: waitsForConnectivity ?? Self.waitsForConnectivity(of: configuration)))
     }
 
     /// Settings that keep `configuration` itself (a copy no one else holds).
-    private init(recording configuration: URLSessionConfiguration, delegate: DelegateTraits, readsSharedSessionClasses: Bool) {
+    private init(recording configuration: URLSessionConfiguration, delegate: DelegateTraits, readsSharedSessionClasses: Bool,
+                 connectivity: Connectivity) {
         recorded = RecordedConfiguration(configuration: configuration, delegate: delegate,
-                                         readsSharedSessionClasses: readsSharedSessionClasses)
+                                         readsSharedSessionClasses: readsSharedSessionClasses, connectivity: connectivity)
     }
 
     /// What the session's delegate decides that the cache must know of (`DelegateTraits`).
@@ -111,7 +115,8 @@ struct SessionSettings: Sendable, Hashable {
     /// it is created (Docs/foundation-facts.md, L1, L12), so a protocol the app registered before
     /// its first use answers the cache's requests as it would the app's. Not read before: reading
     /// `URLSession.shared` creates it.
-    static let sharedSession = SessionSettings(recording: URLSessionConfiguration.default, delegate: .none, readsSharedSessionClasses: true)
+    static let sharedSession = SessionSettings(recording: URLSessionConfiguration.default, delegate: .none, readsSharedSessionClasses: true,
+                                               connectivity: Connectivity(appWaits: false))
 
     /// `URLRequest`'s default `timeoutInterval`, and `URLSessionConfiguration`'s default
     /// `timeoutIntervalForRequest`.
@@ -233,19 +238,55 @@ struct SessionSettings: Sendable, Hashable {
         guard !Self.addsSessionCookies, recorded.configuration.httpShouldSetCookies else { return self }
         let configuration = recorded.configuration.copy() as! URLSessionConfiguration
         configuration.httpShouldSetCookies = false
-        return SessionSettings(recording: configuration, delegate: delegate, readsSharedSessionClasses: recorded.readsSharedSessionClasses)
+        return SessionSettings(recording: configuration, delegate: delegate, readsSharedSessionClasses: recorded.readsSharedSessionClasses,
+                               connectivity: fingerprint.connectivity)
     }
 
     /// These settings for a session whose delegate the cache cannot see (`DelegateTraits.unnamed(in:)`).
     var withUnnamedDelegate: SessionSettings {
-        SessionSettings(recorded.configuration, delegate: .unnamed(in: recorded.configuration))
+        SessionSettings(recorded.configuration, delegate: .unnamed(in: recorded.configuration),
+                        waitsForConnectivity: fingerprint.connectivity.appWaits)
+    }
+
+    // MARK: Waiting for connectivity
+
+    /// Whether the app's sessions wait for connectivity (Apple's `waitsForConnectivity`): a task
+    /// started without it waits, tells the session's delegate `taskIsWaitingForConnectivity`, and
+    /// loads once connectivity comes, rather than failing at once with `notConnectedToInternet`
+    /// (Apple's documentation of both). The upstream session never waits first, so the layer learns
+    /// at once that it cannot reach the origin and may answer from what it stored; when it may
+    /// not, the request goes again through an upstream session that waits (`waitingForConnectivity`,
+    /// `CacheEngine+Exchange`).
+    var waitsForConnectivity: Bool { fingerprint.connectivity.appWaits }
+
+    /// Whether the upstream session made from these settings waits for connectivity: only for
+    /// `waitingForConnectivity`.
+    var upstreamWaitsForConnectivity: Bool { fingerprint.connectivity.upstreamWaits }
+
+    /// These settings for a request sent again to wait for connectivity, as the app's session
+    /// would have waited: their own upstream session, which waits.
+    var waitingForConnectivity: SessionSettings {
+        var connectivity = fingerprint.connectivity
+        connectivity.upstreamWaits = true
+        return SessionSettings(recording: recorded.configuration, delegate: delegate,
+                               readsSharedSessionClasses: recorded.readsSharedSessionClasses, connectivity: connectivity)
+    }
+
+    /// `configuration.waitsForConnectivity` on Apple; false on Linux, where corelibs does not
+    /// implement it (reading it traps) and tasks never wait.
+    static func waitsForConnectivity(of configuration: URLSessionConfiguration) -> Bool {
+        #if canImport(FoundationNetworking)
+        return false
+        #else
+        return configuration.waitsForConnectivity
+        #endif
     }
 
     // MARK: The upstream session
 
     /// The configuration of the cache's own session for this app session: a copy of the app's,
     /// so its cookie jar and accept policy, proxies, TLS versions, cellular, expensive and
-    /// constrained network rules, `waitsForConnectivity` and connection limits apply to the
+    /// constrained network rules and connection limits apply to the
     /// cache's requests as they would to the app's. What differs, and why:
     /// - `protocolClasses` leave the caching protocol out (`isCachingProtocol`): the cache never
     ///   intercepts its own traffic. The app's other classes stay, in their order, so a stub or
@@ -260,6 +301,9 @@ struct SessionSettings: Sendable, Hashable {
     ///   session would save it. Answers fetched with a credential on the way are never stored nor
     ///   shared (`UpstreamClient`: `ResponseRoute.answeredWithCredential`);
     /// - no `httpAdditionalHeaders`: `apply(to:)` put them on the request already;
+    /// - on Apple, `waitsForConnectivity` off (except for `waitingForConnectivity`): a request
+    ///   that cannot reach the origin fails at once, and the layer answers as its app would be
+    ///   answered (see `waitsForConnectivity`);
     /// - on Apple, `httpShouldSetCookies` off: `apply(to:)` put the cookies on the request, and
     ///   each redirect hop comes back through the protocol, which adds the jar's cookies again.
     ///   On Linux the upstream session sets the jar's cookies on every request it sends, as the
@@ -273,6 +317,9 @@ struct SessionSettings: Sendable, Hashable {
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpAdditionalHeaders = nil
         if Self.addsSessionCookies { configuration.httpShouldSetCookies = false }
+        #if !canImport(FoundationNetworking)
+        configuration.waitsForConnectivity = upstreamWaitsForConnectivity
+        #endif
         return configuration
     }
 
@@ -287,17 +334,45 @@ struct SessionSettings: Sendable, Hashable {
         fileprivate let fingerprint: Fingerprint
     }
 
-    /// Foundation's own protocol classes, as a new session configuration lists them (HTTP, FTP and
-    /// WebSocket on Linux).
+    /// Who waits for connectivity (`waitsForConnectivity`).
+    struct Connectivity: Hashable, Sendable {
+        /// The app's sessions.
+        var appWaits: Bool
+        /// The upstream session (`waitingForConnectivity`).
+        var upstreamWaits = false
+    }
+
+    /// Foundation's own protocol classes, in the order a new session configuration lists them
+    /// (HTTP, FTP and WebSocket on Linux): the classes of `URLSessionConfiguration.default`'s list
+    /// that Foundation defines (`isFoundationProtocol`). Being on that list does not say it:
+    /// OHHTTPStubs and netfox swizzle `.default` to put their own class there.
     static var foundationProtocolClasses: [AnyClass] {
-        URLSessionConfiguration.default.protocolClasses ?? []
+        defaultProtocolClasses.withLock { $0 }().filter(isFoundationProtocol)
+    }
+
+    /// Reads `URLSessionConfiguration.default.protocolClasses`: the seam where a test stands in
+    /// the list a swizzled `.default` gives.
+    static let defaultProtocolClasses = Locked<@Sendable () -> [AnyClass]>({ URLSessionConfiguration.default.protocolClasses ?? [] })
+
+    /// Whether `protocolClass` is one of Foundation's own, told by where it is defined rather than
+    /// by the lists that hold it: on Linux in FoundationNetworking (the module of its qualified
+    /// name); on Apple in an image of the system's (CFNetwork's protocols), whose path starts with
+    /// `/System/` or `/usr/lib/`, or does inside a simulator's runtime root. An app's class, one
+    /// of a library it links or embeds, or of a test bundle, never is.
+    static func isFoundationProtocol(_ protocolClass: AnyClass) -> Bool {
+        #if canImport(FoundationNetworking)
+        return String(reflecting: protocolClass).hasPrefix("FoundationNetworking.")
+        #else
+        guard let image = class_getImageName(protocolClass) else { return false }
+        let path = String(cString: image)
+        return ["/System/", "/usr/lib/"].contains { path.hasPrefix($0) || path.contains("/RuntimeRoot" + $0) }
+        #endif
     }
 
     /// Where the first of Foundation's own classes is in `classes`: where Foundation's HTTP
     /// loading sits among an app's protocol classes. Nil when none of them is there.
     static func firstFoundationProtocolIndex(in classes: [AnyClass]) -> Int? {
-        let foundation = Set(foundationProtocolClasses.map(ObjectIdentifier.init))
-        return classes.firstIndex { foundation.contains(ObjectIdentifier($0)) }
+        classes.firstIndex(where: isFoundationProtocol)
     }
 
     /// `classes`, followed by Foundation's own classes when none of them is among them.
@@ -342,10 +417,11 @@ private final class RecordedConfiguration: @unchecked Sendable {
     /// the default cache policy: then `apply(to:)` has nothing to change but cookies.
     let keepsRequestDefaults: Bool
 
-    init(configuration: URLSessionConfiguration, delegate: DelegateTraits, readsSharedSessionClasses: Bool) {
+    init(configuration: URLSessionConfiguration, delegate: DelegateTraits, readsSharedSessionClasses: Bool,
+         connectivity: SessionSettings.Connectivity) {
         self.configuration = configuration
         self.readsSharedSessionClasses = readsSharedSessionClasses
-        fingerprint = Fingerprint(configuration, delegate: delegate, sharedSession: readsSharedSessionClasses)
+        fingerprint = Fingerprint(configuration, delegate: delegate, sharedSession: readsSharedSessionClasses, connectivity: connectivity)
         fingerprintHash = fingerprint.hashValue
         var upstream = fingerprint
         upstream.additionalHeaders = [:]
@@ -382,10 +458,13 @@ private struct Fingerprint: Hashable, Sendable {
     var platform: String
     /// What the session's delegate decides (trust, redirects).
     var delegate: DelegateTraits
+    var connectivity: SessionSettings.Connectivity
 
-    init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits, sharedSession: Bool) {
+    init(_ configuration: URLSessionConfiguration, delegate: DelegateTraits, sharedSession: Bool,
+         connectivity: SessionSettings.Connectivity) {
         self.delegate = delegate
         self.sharedSession = sharedSession
+        self.connectivity = connectivity
         protocolClasses = (configuration.protocolClasses ?? []).map(ObjectIdentifier.init)
         for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
             guard let name = name as? String else { continue }
@@ -407,7 +486,7 @@ private struct Fingerprint: Hashable, Sendable {
         platform = ""
         #else
         var platform = [
-            "\(configuration.waitsForConnectivity)", "\(configuration.allowsExpensiveNetworkAccess)",
+            "\(configuration.allowsExpensiveNetworkAccess)",
             "\(configuration.allowsConstrainedNetworkAccess)", "\(configuration.tlsMinimumSupportedProtocolVersion.rawValue)",
             "\(configuration.tlsMaximumSupportedProtocolVersion.rawValue)", "\(configuration.httpShouldUsePipelining)",
         ]

@@ -52,72 +52,15 @@ struct BodyHandling: Sendable, Equatable {
 protocol Upstream: Sendable {
     /// Starts `request` for a load from an app session with `settings` and calls `completion`
     /// once with the whole response or the error; `listener` hears about redirects, challenges,
-    /// the response head and (when the head asked for it) the body's pieces. `wholeBody`: nobody
-    /// needs the answer before it is complete (see `UpstreamClient.send`).
-    func send(_ request: URLRequest, from settings: SessionSettings, wholeBody: Bool, listener: UpstreamListener?,
+    /// the response head and (when the head asked for it) the body's pieces. `appSession`: the
+    /// app's session whose connections the request uses, when it is known (see
+    /// `URLSessionUpstream`). `wholeBody`: nobody needs the answer before it is complete (see
+    /// `UpstreamClient.send`).
+    func send(_ request: URLRequest, from settings: SessionSettings, appSession: AppSession?, wholeBody: Bool,
+              listener: UpstreamListener?,
               completion: @escaping @Sendable (Result<ReceivedResponse, Error>) -> Void) -> UpstreamTask
     /// Lets running transfers finish, then releases what `send` made; later sends make it again.
     func shutdown()
-}
-
-/// The origin, reached through one private `URLSession` per distinct app session settings
-/// (`SessionSettings.upstreamConfiguration`, told apart by `SessionSettings.upstreamKey`: not by
-/// the header fields each request carries), made on first use. At most `maximumSessions` are
-/// kept, those used most recently: the one used least recently is invalidated when another is
-/// needed (its running transfers finish), so an app that makes new sessions with new settings
-/// all the time does not accumulate connections and threads. Dropped sessions are made again
-/// when their settings come back.
-final class URLSessionUpstream: Upstream {
-    private struct Clients {
-        var byKey: [SessionSettings.UpstreamKey: (client: UpstreamClient, lastUse: UInt64)] = [:]
-        var clock: UInt64 = 0
-    }
-    private let clients = Locked(Clients())
-    private let clock: @Sendable () -> Date
-    /// Which protocol classes the upstream sessions leave out (the caching protocol's).
-    private let isCachingProtocol: @Sendable (AnyClass) -> Bool
-
-    /// How many upstream sessions are kept (see `URLSessionUpstream`).
-    static let maximumSessions = 8
-
-    /// Stamps request and response dates with `clock`; never consults the classes
-    /// `isCachingProtocol` picks.
-    init(clock: @escaping @Sendable () -> Date, leavingOut isCachingProtocol: @escaping @Sendable (AnyClass) -> Bool) {
-        self.clock = clock
-        self.isCachingProtocol = isCachingProtocol
-    }
-
-    deinit {
-        shutdown()
-    }
-
-    func send(_ request: URLRequest, from settings: SessionSettings, wholeBody: Bool, listener: UpstreamListener?,
-              completion: @escaping @Sendable (Result<ReceivedResponse, Error>) -> Void) -> UpstreamTask {
-        let key = settings.upstreamKey
-        let (client, dropped) = clients.withLock { clients -> (UpstreamClient, UpstreamClient?) in
-            clients.clock += 1
-            if let existing = clients.byKey[key]?.client {
-                clients.byKey[key]?.lastUse = clients.clock
-                return (existing, nil)
-            }
-            let made = UpstreamClient(configuration: settings.upstreamConfiguration(leavingOut: isCachingProtocol))
-            clients.byKey[key] = (made, clients.clock)
-            guard clients.byKey.count > Self.maximumSessions,
-                  let oldest = clients.byKey.min(by: { $0.value.lastUse < $1.value.lastUse }) else { return (made, nil) }
-            clients.byKey[oldest.key] = nil
-            return (made, oldest.value.client)
-        }
-        dropped?.shutdown()
-        return client.send(request, wholeBody: wholeBody, clock: clock, listener: listener, completion: completion)
-    }
-
-    func shutdown() {
-        let released = clients.withLock { clients in
-            defer { clients.byKey = [:] }
-            return clients.byKey.values.map(\.client)
-        }
-        for client in released { client.shutdown() }
-    }
 }
 
 /// Sends the cache's own requests to origins through a private `URLSession` made from the app

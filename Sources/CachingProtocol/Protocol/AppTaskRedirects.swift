@@ -12,11 +12,11 @@ enum AppTaskRedirects {
     /// app's session asks its delegate and starts the next load): the protocol asks the app's
     /// delegate itself, as corelibs' own HTTP protocol does (`HTTPURLProtocol.redirectFor`): on the session's delegate queue, when the task has a
     /// delegate (`task.delegate`: its own, or the session's); without one nothing in the app can
-    /// object, and the redirect is followed.
-    static func handling(for task: URLSessionTask?) -> RedirectHandling {
+    /// object, and the redirect is followed. `session`: the task's (`owningSession(of:)`).
+    static func handling(for task: URLSessionTask?, in session: URLSession?) -> RedirectHandling {
         #if canImport(FoundationNetworking)
         guard let task, let delegate = task.delegate else { return .follow }
-        guard let session = owningSession(of: task) else {
+        guard let session else {
             // The task's session could not be found (see `owningSession`): follow, as before.
             return .follow
         }

@@ -68,14 +68,14 @@ public class CachingURLProtocol: URLProtocol {
         let protocolInstance: URLProtocol
     }
 
-    /// Lets Foundation's own HTTP protocol load `task` (the first of the default configuration's
-    /// protocol classes that takes its request), reporting to the task as it would without the
-    /// layer; when none does, the task fails with `URLError.unsupportedURL` and a
-    /// `CachingError.unsupportedTask` saying so.
+    /// Lets Foundation's own HTTP protocol load `task` (the first of Foundation's protocol
+    /// classes that takes its request, `SessionSettings.foundationProtocolClasses`), reporting to
+    /// the task as it would without the layer; when none does, the task fails with
+    /// `URLError.unsupportedURL` and a `CachingError.unsupportedTask` saying so.
     private func handOverToFoundation(_ task: URLSessionTask, delivery: ClientDelivery) {
-        let foundationClass = (URLSessionConfiguration.default.protocolClasses ?? [])
+        let foundationClass = SessionSettings.foundationProtocolClasses
             .compactMap { $0 as? URLProtocol.Type }
-            .first { !($0 is CachingURLProtocol.Type) && $0.canInit(with: request) }
+            .first { $0.canInit(with: request) }
         guard let foundationClass else {
             let reason = CachingError(.unsupportedTask, "no Foundation protocol loads \(request.url?.absoluteString ?? "this request"); "
                                       + "use a session without CachingURLProtocol for it")
@@ -360,19 +360,26 @@ public class CachingURLProtocol: URLProtocol {
     private func makeClient(_ delivery: ClientDelivery, settings: SessionSettings) -> Client {
         #if canImport(FoundationNetworking)
         delivery.learnBodyDelivery(from: task)
+        // The app's session: its connections are the load's (`URLSessionUpstream`), and its
+        // delegate decides redirects.
+        let session = task.flatMap(AppTaskRedirects.owningSession(of:))
+        let redirects = delivery.rules.reportsRedirects ? .report : AppTaskRedirects.handling(for: task, in: session)
+        return Client(delivery: delivery, redirects: redirects, appSession: session.map(AppSession.init))
         #else
         // Who may refuse a redirect this load reports: the session's delegate as the app named it
         // (`inject(into:using:delegate:)`), or the task's own.
         delivery.redirectsMayBeRefused = settings.delegate.decidesRedirects
             || task?.delegate.map { DelegateTraits.decidesRedirects($0) } == true
+        let redirects = delivery.rules.reportsRedirects ? .report : AppTaskRedirects.handling(for: task, in: nil)
+        return Client(delivery: delivery, redirects: redirects, appSession: nil)
         #endif
-        return Client(delivery: delivery, redirects: delivery.rules.reportsRedirects ? .report : AppTaskRedirects.handling(for: task))
     }
 
     /// What the engine hands a load's answer and its news to: the protocol's `ClientDelivery`.
     private struct Client: LoadClient {
         let delivery: ClientDelivery
         let redirects: RedirectHandling
+        let appSession: AppSession?
 
         var streamsBody: Bool { delivery.bodyDelivery != .whole }
 

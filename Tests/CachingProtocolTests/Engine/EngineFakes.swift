@@ -44,6 +44,8 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
         /// The app session's settings: `URLSessionUpstream` sends through one upstream session
         /// (and its connections) per distinct settings.
         let settings: SessionSettings
+        /// The app session whose connections the request uses (`URLSessionUpstream`).
+        let appSession: AppSession?
         let wholeBody: Bool
         let listener: UpstreamListener?
         let task: UpstreamTask
@@ -64,13 +66,14 @@ final class FakeUpstream: Upstream, @unchecked Sendable {
         self.clock = clock
     }
 
-    func send(_ request: URLRequest, from settings: SessionSettings, wholeBody: Bool, listener: UpstreamListener?,
+    func send(_ request: URLRequest, from settings: SessionSettings, appSession: AppSession?, wholeBody: Bool,
+              listener: UpstreamListener?,
               completion: @escaping @Sendable (Result<ReceivedResponse, Error>) -> Void) -> UpstreamTask {
         let task = UpstreamTask()
         let expectation = state.withLock { state -> XCTestExpectation? in
             let number = state.sent.count
-            state.sent.append(Sent(request: request, settings: settings, wholeBody: wholeBody, listener: listener, task: task,
-                                   completion: completion))
+            state.sent.append(Sent(request: request, settings: settings, appSession: appSession, wholeBody: wholeBody,
+                                   listener: listener, task: task, completion: completion))
             task.adopt { [weak self] in self?.state.withLock { _ = $0.cancelled.insert(number) } }
             guard let waiting = state.waitingFor, state.sent.count >= waiting.count else { return nil }
             state.waitingFor = nil

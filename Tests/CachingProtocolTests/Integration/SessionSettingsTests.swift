@@ -60,18 +60,47 @@ final class SessionSettingsTests: CachingTestCase {
     }
 
     /// Sessions that differ only in the header fields they add — a fresh token at each refresh —
-    /// share the layer's upstream session: the origin sees one connection for both, and each its
-    /// own token (before, each had an upstream session, and a connection, of its own).
-    func testSessionsThatDifferOnlyInTheirHeadersShareOneUpstreamConnection() async throws {
+    /// get the connections they get without the layer (one each: a session's connections are its
+    /// own), each its own token; the layer keeps nothing for a session the app let go of (its
+    /// upstream session goes when the next request is sent).
+    func testARefreshedSessionGetsTheConnectionsItGetsWithoutTheLayerAndTheOldOneIsReleased() async throws {
         origin.handle("/me") { request in .text("hello \(request.header("Authorization") ?? "nobody")") }
-        for token in ["one", "two"] {
-            let refreshed = session(headers: ["Authorization": "Bearer \(token)"])
-            let (data, _) = try await refreshed.data(from: origin.url("/me"))
-            XCTAssertEqual(String(decoding: data, as: UTF8.self), "hello Bearer \(token)")
-            refreshed.finishTasksAndInvalidate()
+        let upstream = try XCTUnwrap(Installation.engine(for: configuration).upstream as? URLSessionUpstream)
+        var connections: [Int] = []
+        for withLayer in [false, true] {
+            origin.resetLog()
+            for token in ["one", "two", "three"] {
+                let configuration = URLSessionConfiguration.default
+                configuration.httpAdditionalHeaders = ["Authorization": "Bearer \(token)"]
+                if withLayer { CachingURLProtocol.inject(into: configuration, using: self.configuration) }
+                let refreshed = URLSession(configuration: configuration)
+                let (data, _) = try await refreshed.data(from: origin.url("/me"))
+                XCTAssertEqual(String(decoding: data, as: UTF8.self), "hello Bearer \(token)")
+                refreshed.finishTasksAndInvalidate()
+                if withLayer {
+                    XCTAssertEqual(upstream.sessionCounts.appSessions, 1, "after \(token): no upstream session of an earlier session")
+                }
+            }
+            XCTAssertEqual(origin.requests(to: "/me").compactMap { $0.header("Authorization") },
+                           ["Bearer one", "Bearer two", "Bearer three"])
+            connections.append(origin.connectionsAccepted)
         }
-        XCTAssertEqual(origin.requests(to: "/me").compactMap { $0.header("Authorization") }, ["Bearer one", "Bearer two"])
-        XCTAssertEqual(origin.connectionsAccepted, 1)
+        XCTAssertEqual(connections[1], connections[0], "connections with the layer, against without")
+    }
+
+    /// Foundation's protocol classes are told by where they are defined, not by the list that
+    /// holds them: each of `.default`'s own is, the caching protocol and an app's are not.
+    func testFoundationsProtocolClassesAreToldByWhereTheyAreDefined() {
+        let listed = URLSessionConfiguration.default.protocolClasses ?? []
+        XCTAssertFalse(listed.isEmpty)
+        for protocolClass in listed {
+            XCTAssertTrue(SessionSettings.isFoundationProtocol(protocolClass), "\(protocolClass)")
+        }
+        XCTAssertFalse(SessionSettings.isFoundationProtocol(CachingURLProtocol.self))
+        XCTAssertFalse(SessionSettings.isFoundationProtocol(SessionProbe.self))
+        XCTAssertEqual(SessionSettings.foundationProtocolClasses.count, listed.count)
+        XCTAssertEqual(SessionSettings.firstFoundationProtocolIndex(in: [SessionProbe.self, CachingURLProtocol.self] + listed), 2)
+        XCTAssertNil(SessionSettings.firstFoundationProtocolIndex(in: [SessionProbe.self]))
     }
 
     /// Only the configurations injected (or used) most recently stay bound: a session of one
@@ -146,3 +175,6 @@ final class SessionSettingsTests: CachingTestCase {
         XCTAssertNotEqual(SessionSettings(none), plain)
     }
 }
+
+/// A protocol class of the test's own (an app's, for `isFoundationProtocol`).
+private final class SessionProbe: URLProtocol {}

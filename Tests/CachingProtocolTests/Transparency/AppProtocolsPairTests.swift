@@ -99,6 +99,41 @@ final class AppProtocolsPairTests: CachingTestCase {
         XCTAssertEqual(traffic[1], ["/real"], "the second /real was a hit: the layer sat behind the stub")
     }
 
+    /// OHHTTPStubs' and netfox's other way: they swizzle `URLSessionConfiguration.default`, so
+    /// its list starts with their class, and so does every configuration made from it. Here a
+    /// stand-in for the swizzled `.default` (`SessionSettings.defaultProtocolClasses`, as corelibs
+    /// cannot be swizzled): the stub is not taken for one of Foundation's classes, the layer goes
+    /// after it, and it answers all five requests as without the layer (before: the layer went
+    /// first, the stub answered its upstream request once, and the cache answered four).
+    func testAStubASwizzledDefaultListsStaysAheadOfTheLayer() async throws {
+        stub(["/stubbed"], headers: ["Cache-Control": "max-age=600"])
+        let unswizzled = SessionSettings.defaultProtocolClasses.withLock { $0 }
+        SessionSettings.defaultProtocolClasses.withLock { $0 = { [Stub.self] + unswizzled() } }
+        defer { SessionSettings.defaultProtocolClasses.withLock { $0 = unswizzled } }
+        let swizzledDefault = SessionSettings.defaultProtocolClasses.withLock { $0 }()
+        XCTAssertTrue(swizzledDefault.first == Stub.self)
+        XCTAssertEqual(SessionSettings.foundationProtocolClasses.map { ObjectIdentifier($0) }, unswizzled().map { ObjectIdentifier($0) },
+                       "Foundation's classes are Foundation's alone")
+
+        let (without, with) = try await pair().observe(configure: { configuration in
+            configuration.protocolClasses = swizzledDefault
+        }, caching: makeConfiguration()) { session, _ in
+            Stub.answered.change { $0 = [] }
+            let results = await getAll(Array(repeating: "/stubbed", count: 5), in: session)
+            let order = (session.configuration.protocolClasses ?? []).prefix(2).map { $0 is CachingURLProtocol.Type ? "layer" : "\($0)" }
+            return "\(results) stub answered \(Stub.answered.read(\.count)) first \(order.first ?? "-")"
+        }
+        XCTAssertEqual(without.result, "\(Array(repeating: "200 stubbed", count: 5)) stub answered 5 first \(Stub.self)", "\(without)")
+        XCTAssertEqual(with, without)
+
+        // A Mocker-style list made from it (the stub alone): the cache's own requests still end
+        // with Foundation's classes, not with the stub taken for them.
+        let mockerStyle = URLSessionConfiguration.default
+        mockerStyle.protocolClasses = [Stub.self]
+        let upstreamClasses = SessionSettings(mockerStyle).upstreamConfiguration { $0 is CachingURLProtocol.Type }.protocolClasses ?? []
+        XCTAssertEqual(upstreamClasses.map { ObjectIdentifier($0) }, ([Stub.self] + unswizzled()).map { ObjectIdentifier($0) })
+    }
+
     /// Mocker's way: the mock is the session's only protocol class. It answers everything; the
     /// layer, put after it, never sees a request.
     func testAMockerStyleOnlyClassAnswersEverythingAsWithoutTheLayer() async throws {
