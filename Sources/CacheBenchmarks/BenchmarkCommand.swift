@@ -6,7 +6,7 @@ import Foundation
 public enum BenchmarkCommand {
     public static let usage = """
         usage: Demo bench [--json] [--quick] [--only GROUP[,GROUP…]] [--sizes N[,N…]] [--open N]
-          groups: latency, miss, throughput, scaling, memory, storage (default: all)
+          groups: latency, miss, throughput, scaling, memory, storage, users (default: all)
           --quick  tiny iteration counts (a smoke run; numbers are meaningless)
           --sizes  entry counts for the scaling group (default 100,10000,100000)
           --open   entries in the disk cache the scaling group opens (default 100000; 0 skips it)
@@ -85,7 +85,7 @@ public enum BenchmarkCommand {
                 return fail("unknown bench option \(argument)")
             }
         }
-        let known: Set = ["latency", "miss", "throughput", "scaling", "memory", "storage"]
+        let known: Set = ["latency", "miss", "throughput", "scaling", "memory", "storage", "users"]
         if let unknown = only.subtracting(known).first { return fail("unknown group \(unknown)") }
 
         var scale = quick ? BenchmarkSuite.Scale.quick : .full

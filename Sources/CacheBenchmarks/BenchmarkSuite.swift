@@ -59,6 +59,7 @@ final class BenchmarkSuite {
             ("scaling", scaling),
             ("memory", memoryBound),
             ("storage", storageAPI),
+            ("users", signedInHits),
         ]
         for (name, group) in groups where only.isEmpty || only.contains(name) {
             progress("running \(name)…")
@@ -73,11 +74,13 @@ final class BenchmarkSuite {
         workDirectory.appendingPathComponent(name, isDirectory: true)
     }
 
-    /// Installs a configuration with `cache` and returns a session that uses it.
-    func cachingSession(_ cache: CachingURLCache, addsCacheStatus: Bool = true) -> URLSession {
+    /// Installs a configuration with `cache` (and `userIdentity`) and returns a session that uses it.
+    func cachingSession(_ cache: CachingURLCache, addsCacheStatus: Bool = true,
+                        userIdentity: CachingUserIdentity = .credentials) -> URLSession {
         let configuration = URLSessionConfiguration.default
         configuration.urlCache = nil
-        CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache, addsCacheStatus: addsCacheStatus), delegate: nil)
+        CachingURLProtocol.inject(into: configuration, using: CachingConfiguration(cache: cache, userIdentity: userIdentity,
+                                                                                    addsCacheStatus: addsCacheStatus), delegate: nil)
         return URLSession(configuration: configuration)
     }
 

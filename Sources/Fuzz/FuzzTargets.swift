@@ -103,7 +103,7 @@ enum FuzzEntryPoints {
                 responseURL: url.absoluteString, statusCode: status, headers: headers, body: Data(),
                 requestDate: start, responseDate: responseDate, initialAge: initialAge, freshnessLifetime: lifetime,
                 varyFields: CachingPolicy.varyFields(for: headers, request: request),
-                credentialFingerprint: request.credentialFingerprint, userInfo: nil)
+                partition: request.partition, userInfo: nil)
             let record = CacheRecord(key: request.key, variants: [entry])
             check(CachingPolicy.matchingVariant(in: record, for: request) == entry, "a response matches its own request")
             for offset in [0, 1, 59, 3_600, 86_401, 315_360_000] as [TimeInterval] {
@@ -349,7 +349,7 @@ enum FuzzEntryPoints {
             requestDate: Date(timeIntervalSinceReferenceDate: 700_000_000), responseDate: Date(timeIntervalSinceReferenceDate: 700_000_001),
             initialAge: 3, freshnessLifetime: 600,
             varyFields: [CacheEntry.VaryField(name: "accept-encoding", value: "gzip"), CacheEntry.VaryField(name: "x", value: nil)],
-            credentialFingerprint: 42, userInfo: Data([1, 2, 3]))
+            partition: Partition(user: 42, judge: 7), userInfo: Data([1, 2, 3]))
         let record = CacheRecord(key: "GET https://example.com/feed?page=2", variants: [entry, entry])
         let encoded = [UInt8](EntryCodec.encode(record))
         add("storage", 0, "entry", encoded)

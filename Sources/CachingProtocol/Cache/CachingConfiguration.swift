@@ -34,6 +34,13 @@ public struct CachingConfiguration: Sendable {
     /// The rules. Default: ``CachingPolicy/heuristic(etagWindow:lastModifiedWindow:noCacheReuse:imageLifetime:maximumStaleness:)``
     /// with its default numbers.
     public var policy: CachingPolicy { didSet { identity = Identity() } }
+    /// Who each request is for: answers are stored for that user and served to no one else.
+    /// Default ``CachingUserIdentity/credentials``: each credential (`Authorization`, the
+    /// `Cookie` field) is a user of its own, which is always safe but makes a refreshed token
+    /// start its user's answers again; name the user with ``CachingUserIdentity/cookie(named:)``,
+    /// ``CachingUserIdentity/header(_:)`` or ``CachingUserIdentity/custom(_:)`` so they stay hits.
+    /// See ``CachingUserIdentity``.
+    public var userIdentity: CachingUserIdentity { didSet { identity = Identity() } }
     /// How stale entries with validators are checked. Default: ``RevalidationStrategy/head``.
     public var revalidation: RevalidationStrategy { didSet { identity = Identity() } }
     /// The clock every freshness decision reads. Default: the system clock. Tests and demos pass
@@ -63,6 +70,7 @@ public struct CachingConfiguration: Sendable {
     public init(
         cache: CachingURLCache = .standard,
         policy: CachingPolicy = .heuristic(),
+        userIdentity: CachingUserIdentity = .credentials,
         revalidation: RevalidationStrategy = .head,
         now: @escaping @Sendable () -> Date = Date.init,
         addsCacheStatus: Bool = true,
@@ -75,6 +83,7 @@ public struct CachingConfiguration: Sendable {
     ) {
         self.cache = cache
         self.policy = policy
+        self.userIdentity = userIdentity
         self.revalidation = revalidation
         self.now = now
         self.addsCacheStatus = addsCacheStatus

@@ -30,8 +30,9 @@ extension CachingURLCache {
         public var etag: String?
         /// Its `Last-Modified`, if it has one: it can be revalidated with `If-Modified-Since`.
         public var lastModified: String?
-        /// Whether it was fetched with credentials (`Authorization`, `Cookie`): it is only ever
-        /// served to requests with the same ones.
+        /// Whether it was stored for a user (fetched with credentials, `Authorization` or `Cookie`,
+        /// or for a request ``CachingConfiguration/userIdentity`` named a user for): it is only
+        /// ever served to that user's requests.
         public var hasCredentials: Bool
         /// Whether its URL is pinned (``CachingURLCache/pin(_:)-(URL)``): kept from eviction and the age limit.
         public var isPinned: Bool

@@ -41,6 +41,56 @@ extension CachingURLCache {
         store.waitUntilRemoved()
     }
 
+    // MARK: Users
+
+    /// Removes every response stored for the user `request` is for, from memory and from disk,
+    /// and returns once no file of the directory holds one (a logout). The user is found as
+    /// ``cachedResponse(for:)`` finds it: `request` as the session the installation that uses
+    /// this cache reads for sends it (its additional header fields and cookies), told by the
+    /// installation's ``CachingConfiguration/userIdentity``. A request for nobody in particular
+    /// removes nothing. Responses stored for other users, and for nobody in particular, stay.
+    ///
+    /// With the default identity (``CachingUserIdentity/credentials``), a user is one credential:
+    /// responses stored under that user's earlier tokens or cookies are other users to the cache.
+    /// ``removeResponsesForAllUsers()`` removes those too; an identity that names the user
+    /// (``CachingUserIdentity/cookie(named:)``, ``CachingUserIdentity/custom(_:)``) keeps all of
+    /// one user's responses under one name.
+    ///
+    /// A response to a request of that user's sent before the call that arrives after it is not
+    /// stored. Reads no entry file whose responses are all that user's (the disk index names each
+    /// response's user); one shared with other users is written again without them. Waits for
+    /// the disk writes handed in before the call: call it off the main thread, and not from a
+    /// ``CachingConfiguration/observer``.
+    public func removeResponses(forUserOf request: URLRequest) {
+        guard let user = apiRequest(for: request)?.partition.user else { return }
+        removeResponses(ofUser: user)
+    }
+
+    /// Removes every response stored for the user an identity names `user`: the value the cookie
+    /// of ``CachingUserIdentity/cookie(named:)`` or the field of ``CachingUserIdentity/header(_:)``
+    /// had, or what ``CachingUserIdentity/custom(_:)`` returned. Otherwise as
+    /// ``removeResponses(forUserOf:)``; with the default identity, ``CachingUserIdentity/credentials``,
+    /// no user has a name, and this removes nothing.
+    public func removeResponses(forUser user: String) {
+        guard !user.isEmpty else { return }
+        removeResponses(ofUser: CachingUserIdentity.digest(ofUser: user))
+    }
+
+    /// Removes every response stored for any user — every answer to a request with credentials,
+    /// or that the identity named a user for — keeping those stored for nobody in particular (a
+    /// public image, a catalogue fetched signed out); otherwise as ``removeResponses(forUserOf:)``.
+    /// The logout of an app whose users are told apart by the default identity, where a user's
+    /// earlier tokens are users of their own.
+    public func removeResponsesForAllUsers() {
+        removeResponses(ofUser: nil)
+    }
+
+    /// Removes the responses of the user with digest `user` (nil: of every user).
+    private func removeResponses(ofUser user: UInt64?) {
+        store.removeVariants(ofUser: user)
+        releaseBuiltResponses()
+    }
+
     /// What is stored per host, for a settings screen ("Images: 120 MB"): the number of stored
     /// URLs and the bytes they take (entry files on disk; memory only for what is not on disk
     /// yet). Hosts are lowercase. Reads each entry file's header, like ``purge(host:)``: call it

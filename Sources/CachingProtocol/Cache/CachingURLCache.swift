@@ -48,6 +48,10 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
         var keyRules: [CachingRule] = []
         /// An installation of the protocol uses this cache (see `getCachedResponse(for:completionHandler:)`).
         var servedByProtocol = false
+        /// How the `URLCache` API reads a request, given its key: as the session the installation
+        /// reads for sends it, for the user it is for (`CacheEngine.sessionlessRequest`); before an
+        /// installation uses the cache, as it is, its credentials naming the user.
+        var request: @Sendable (URLRequest, String) -> CacheRequest = { CacheRequest($0, key: $1) }
     }
     private let apiStorage = Locked(APIStorage())
     /// The memory-warning observation, removed when the cache goes.
@@ -189,7 +193,7 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     }
 
     /// Lets go of the `CachedURLResponse`s kept for the next lookups, each with its body.
-    private func releaseBuiltResponses() {
+    func releaseBuiltResponses() {
         builtResponses.withLock { $0 = [:] }
     }
 
@@ -335,10 +339,14 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     /// Called by each installation that uses this cache: entries stored through the `URLCache`
     /// API are dated with `clock` and get their freshness from `policy` (heuristic until an
     /// installation says otherwise), the disk tier's last-access times and the age limit follow
-    /// `clock`, and keys are made with the key rules among `rules` (the last installation's).
-    func use(policy: CachingPolicy, clock: @escaping @Sendable () -> Date, rules: [CachingRule] = []) {
+    /// `clock`, keys are made with the key rules among `rules`, and requests of the `URLCache`
+    /// API are read with `request` (the last installation's).
+    func use(policy: CachingPolicy, clock: @escaping @Sendable () -> Date, rules: [CachingRule] = [],
+             request: @escaping @Sendable (URLRequest, String) -> CacheRequest = { CacheRequest($0, key: $1) }) {
         let keyRules = rules.filter(\.isKeyRule)
-        apiStorage.withLock { $0 = APIStorage(policy: policy, clock: clock, keyRules: keyRules, servedByProtocol: true) }
+        apiStorage.withLock {
+            $0 = APIStorage(policy: policy, clock: clock, keyRules: keyRules, servedByProtocol: true, request: request)
+        }
         store.clock = clock
     }
 
@@ -353,21 +361,31 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
 
     // MARK: URLCache
 
+    /// The stored response the session the installation that uses this cache reads for would be
+    /// answered with, whatever its freshness: the request is read as that session sends it (its
+    /// additional header fields and cookies; on Apple platforms, the `User-Agent` and
+    /// `Accept-Language` the system adds, for `Vary`), for the user the installation's
+    /// ``CachingConfiguration/userIdentity`` says it is for, and under that session's trust
+    /// judge — the session configuration the installation was last injected into, or
+    /// `URLSession.shared`'s. A response stored for another user is never returned.
     open override func cachedResponse(for request: URLRequest) -> CachedURLResponse? {
-        guard let key = key(for: request), let record = store.record(forKey: key),
-              let entry = CachingPolicy.matchingVariant(in: record, for: CacheRequest(request, key: key))
+        guard let request = apiRequest(for: request), let record = store.record(forKey: request.key),
+              let entry = CachingPolicy.matchingVariant(in: record, for: request)
         else { return nil }
         return cachedURLResponse(from: entry)
     }
 
+    /// Stores `cachedResponse` for `request`, read as ``cachedResponse(for:)`` reads it: for the
+    /// user it is for, where that session finds it.
     open override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for request: URLRequest) {
-        guard cachedResponse.storagePolicy != .notAllowed, let key = key(for: request) else { return }
+        guard cachedResponse.storagePolicy != .notAllowed, let request = apiRequest(for: request) else { return }
         let (policy, clock) = apiStorage.withLock { ($0.policy, $0.clock) }
-        let entry = Self.entry(from: cachedResponse, request: CacheRequest(request, key: key), policy: policy, now: clock())
-        store.storeVariant(entry, key: key, memoryOnly: cachedResponse.storagePolicy == .allowedInMemoryOnly)
+        let entry = Self.entry(from: cachedResponse, request: request, policy: policy, now: clock())
+        store.storeVariant(entry, key: request.key, memoryOnly: cachedResponse.storagePolicy == .allowedInMemoryOnly)
     }
 
-    /// Like ``purge(url:)``: returns once the entry's file is gone.
+    /// Like ``purge(url:)``: every user's response for the URL goes, and this returns once the
+    /// entry's file is gone.
     open override func removeCachedResponse(for request: URLRequest) {
         guard let key = key(for: request) else { return }
         store.removeRecord(forKey: key)
@@ -422,6 +440,13 @@ open class CachingURLCache: URLCache, @unchecked Sendable {
     private func key(for request: URLRequest) -> String? {
         guard let url = request.url, (request.httpMethod ?? "GET").uppercased() == "GET" else { return nil }
         return key(for: url)
+    }
+
+    /// `request` as the `URLCache` API reads it (`APIStorage.request`), or nil when it has no key.
+    func apiRequest(for request: URLRequest) -> CacheRequest? {
+        guard let key = key(for: request) else { return nil }
+        let read = apiStorage.withLock { $0.request }
+        return read(request, key)
     }
 
     /// The entry as a `CachedURLResponse`, built once per entry revision and then reused.

@@ -5,19 +5,21 @@ import FoundationNetworking
 
 extension CacheEngine {
     /// The stored answer at once, then the origin's answer if it differs: MKNetworkKit's "the
-    /// completion handler is called twice", as an explicit sequence.
-    func cachedThenFresh(_ urlRequest: URLRequest) -> AsyncThrowingStream<CachedThenFreshResponse, Error> {
+    /// completion handler is called twice", as an explicit sequence. Loaded as a session with
+    /// `settings` loads it: its fields, its partition (`partitioned`), its upstream session.
+    func cachedThenFresh(_ urlRequest: URLRequest, from settings: SessionSettings) -> AsyncThrowingStream<CachedThenFreshResponse, Error> {
         let handle = LoadHandle()
         return AsyncThrowingStream { continuation in
             continuation.onTermination = { _ in handle.cancel() }
             Self.queue.async {
-                self.startCachedThenFresh(urlRequest, handle: handle, continuation: continuation)
+                self.startCachedThenFresh(urlRequest, from: settings, handle: handle, continuation: continuation)
             }
         }
     }
 
     private func startCachedThenFresh(
         _ urlRequest: URLRequest,
+        from settings: SessionSettings,
         handle: LoadHandle,
         continuation: AsyncThrowingStream<CachedThenFreshResponse, Error>.Continuation
     ) {
@@ -25,8 +27,7 @@ extension CacheEngine {
             let reason = CachingError(.notCacheable, "cachedThenFresh needs a GET the cache may answer (no app validators, no Range, no no-store, no bypass rule)")
             return continuation.finish(throwing: reason)
         }
-        let settings = SessionSettings.standard
-        let request = CacheRequest(settings.apply(to: urlRequest), key: key)
+        let request = partitioned(CacheRequest(settings.apply(to: urlRequest), key: key), from: settings)
         let now = configuration.now()
         let stored = CachingPolicy.matchingVariant(in: store.record(forKey: key), for: request)
         if let stored, CachingPolicy.followedRedirectStatuses.contains(stored.statusCode) {

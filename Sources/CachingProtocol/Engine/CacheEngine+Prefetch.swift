@@ -40,15 +40,17 @@ extension CacheEngine {
         return summary
     }
 
-    /// Loads `url` into the store through the same path as an app's load — rules, policy, the
-    /// exchange table (it joins an identical load that runs, and app loads join it), storage —
-    /// and delivers its body to nobody. Cancelling the calling task cancels the load (its upstream
+    /// Loads `url` into the store through the same path as an app's load of a session with
+    /// `settings` — its request fields, partition (`partitioned`: user, trust judge, the fields
+    /// the loader adds), rules, policy, the exchange table (it joins an identical load that runs,
+    /// and app loads join it), storage — and delivers its body to nobody: what it stores is what
+    /// that session's loads read. Cancelling the calling task cancels the load (its upstream
     /// request, unless another load waits on it) and answers `.failed`.
     func prefetch(_ url: URL, from settings: SessionSettings) async -> PrefetchOutcome {
         let urlRequest = settings.apply(to: URLRequest(url: url))
         guard !bypasses(urlRequest), RequestDisposition(urlRequest) == .cacheable, !passesBy(urlRequest),
               let key = cacheKey(for: urlRequest) else { return .bypassed }
-        let request = CacheRequest(urlRequest, key: key)
+        let request = partitioned(CacheRequest(urlRequest, key: key), from: settings)
         let client = PrefetchClient()
         let load = Load(request: request, settings: settings, client: client, started: .now())
         return await withTaskCancellationHandler {
@@ -56,7 +58,7 @@ extension CacheEngine {
                 client.whenFinished { continuation.resume(returning: $0) }
                 Self.queue.async { [self] in
                     guard !client.isFinished else { return }   // cancelled before it started
-                    let (plan, now) = currentPlan(for: request, record: store.finishLookup(key))
+                    let (plan, now) = currentPlan(for: load.request, record: store.finishLookup(key))
                     switch plan {
                     case .answerStored(_, isStale: false):
                         client.finish(.alreadyFresh)

@@ -86,7 +86,7 @@ extension CacheEngine {
     private func loadNextHop(_ request: URLRequest, from settings: SessionSettings, after load: Load, viaStoredRedirect: Bool) {
         func next(_ request: CacheRequest) -> Load {
             // Sent by the same loader: with the fields it adds (`CacheRequest.fieldsAddedWhenSent`).
-            load.following(settings.partitioned(request.sent(with: load.request.fieldsAddedWhenSent)), from: settings,
+            load.following(partitioned(request.sent(with: load.request.fieldsAddedWhenSent), from: settings), from: settings,
                            viaStoredRedirect: viaStoredRedirect)
         }
         let lookedUp: CacheRequest?

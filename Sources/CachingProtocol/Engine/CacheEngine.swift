@@ -19,6 +19,9 @@ final class CacheEngine: Sendable {
     private let noStoreURLs = Locked(NoStoreURLs())
     /// The responses built for fresh hits, reused by the next ones (`storedAnswer(_:for:status:at:)`).
     private let hitResponses = Locked(HitResponses())
+    /// The settings of the app session that loads no session makes are made for (see
+    /// `sessionlessSettings`).
+    private let sessionSettingsWithoutSession = Locked(SessionSettings.standard)
 
     /// Where loads that cannot be answered on the caller's thread run: larger disk reads and
     /// exchanges. Concurrent, shared by every engine; nothing on it blocks.
@@ -36,7 +39,9 @@ final class CacheEngine: Sendable {
     convenience init(installing configuration: CachingConfiguration, leavingOut isCachingProtocol: @escaping @Sendable (AnyClass) -> Bool) {
         self.init(configuration: configuration, store: configuration.cache.store,
                   upstream: URLSessionUpstream(clock: configuration.now, leavingOut: isCachingProtocol))
-        configuration.cache.use(policy: configuration.policy, clock: configuration.now, rules: configuration.rules)
+        configuration.cache.use(policy: configuration.policy, clock: configuration.now, rules: configuration.rules) { [weak self] request, key in
+            self?.sessionlessRequest(request, key: key) ?? CacheRequest(request, key: key)
+        }
     }
 
     deinit {
@@ -48,6 +53,23 @@ final class CacheEngine: Sendable {
     /// new ones (an engine shared by several sessions may be unregistered from one of them).
     func shutdown() {
         upstream.shutdown()
+    }
+
+    /// The settings loads no app session makes are made as — `prefetch`, `cachedThenFresh`, and
+    /// the `URLCache` API of the cache this installation uses — so that they read and fill what
+    /// that session reads: those of the session configuration the configuration was injected
+    /// into last (set by `SessionClasses`), or `URLSession.shared`'s when it was registered last
+    /// (`Installation.install`); `URLSessionConfiguration.default`'s before either.
+    var sessionlessSettings: SessionSettings {
+        get { sessionSettingsWithoutSession.withLock { $0 } }
+        set { sessionSettingsWithoutSession.withLock { $0 = newValue } }
+    }
+
+    /// `request`, under `key`, as the session of `sessionlessSettings` sends it and as the store
+    /// keeps it for that session (`partitioned`).
+    func sessionlessRequest(_ request: URLRequest, key: String) -> CacheRequest {
+        let settings = sessionlessSettings
+        return partitioned(CacheRequest(settings.apply(to: request), key: key), from: settings)
     }
 
     /// The installation's offline switch (``CachingConfiguration/isOffline``).
@@ -92,6 +114,14 @@ final class CacheEngine: Sendable {
         return configuration.rules.isEmpty ? CacheKey.make(method: "GET", url: url) : configuration.rules.cacheKey(for: url)
     }
 
+    /// `request` as the store must see it for a session with `settings`: as that session sends
+    /// it and under its trust judge (`SessionSettings.partitioned`), for the user the
+    /// configuration's identity says it is for (`CachingConfiguration.userIdentity`). Every
+    /// lookup, prefetch and cached-then-fresh load is planned with it.
+    func partitioned(_ request: CacheRequest, from settings: SessionSettings) -> CacheRequest {
+        settings.partitioned(request).identified(by: configuration.userIdentity)
+    }
+
     /// The policy that judges `request`: the first matching rule's, or the configuration's.
     func policy(for request: CacheRequest) -> CachingPolicy {
         guard !configuration.rules.isEmpty else { return configuration.policy }
@@ -112,7 +142,7 @@ final class CacheEngine: Sendable {
     /// can answer it now (and Foundation sends it otherwise). Counts nothing.
     func takesRangeRequest(_ request: CacheRequest, from settings: SessionSettings) -> Bool {
         if policy(for: request).storesPartialContent { return true }
-        let request = settings.partitioned(request)
+        let request = partitioned(request, from: settings)
         // Most ranges are for URLs with nothing stored: say so without reading or deciding.
         guard store.mayContainRecord(forKey: request.key) else { return false }
         if case .answerStored = currentPlan(for: request, record: store.peek(request.key)).plan { return true }
@@ -152,7 +182,7 @@ final class CacheEngine: Sendable {
     /// load client and never looks at the app's task.
     func lookUp(_ request: CacheRequest, from settings: SessionSettings) -> LookupResult {
         let started = DispatchTime.now()
-        let request = settings.partitioned(request)
+        let request = partitioned(request, from: settings)
         switch store.lookup(request.key) {
         case .deferred:
             return .goesOn(PendingLoad(request: request, settings: settings, plan: nil, started: started))

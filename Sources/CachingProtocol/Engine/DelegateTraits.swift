@@ -53,14 +53,17 @@ struct DelegateTraits: Hashable, Sendable {
 
     /// The settings of `configuration` that tell sessions apart, as text that is the same in
     /// every launch: what stored answers of an unnamed delegate's sessions are kept under. The
-    /// cookie and credential storages count as the shared ones, none, or another.
+    /// cookie and credential storages count as the shared ones, none, or another. Additional
+    /// header fields count by name, not value: an app that makes a session for each refreshed
+    /// token keeps one judge — so one upstream session (`SessionSettings.upstreamKey` keeps the
+    /// judge) and one partition, in which the token's user is told apart by the request's own
+    /// fields (`CachingUserIdentity`).
     private static func settingsDescription(_ configuration: URLSessionConfiguration) -> String {
         func storage(_ object: AnyObject?, shared: AnyObject) -> String {
             guard let object else { return "none" }
             return object === shared ? "shared" : "own"
         }
-        let headers = (configuration.httpAdditionalHeaders ?? [:])
-            .map { "\(String(describing: $0.key).lowercased())=\(String(describing: $0.value))" }.sorted()
+        let headers = (configuration.httpAdditionalHeaders ?? [:]).map { "\(String(describing: $0.key).lowercased())" }.sorted()
         let proxies = (configuration.connectionProxyDictionary ?? [:]).map { "\($0.key)=\($0.value)" }.sorted()
         return (headers + proxies + [
             "\(configuration.timeoutIntervalForRequest)", "\(configuration.timeoutIntervalForResource)",

@@ -114,9 +114,13 @@ final class Exchange: Sendable {
 
     /// What identifies an exchange in the table: loads whose `ID`s are equal share it — the same
     /// operation, URL key and cache mode, the same request header fields (so the same variant
-    /// would be selected, and the same credentials sent), from sessions with the same settings
+    /// would be selected, and the same credentials sent), the same partition (the same user and
+    /// trust judge: a revalidation's `304` answers with the stored body of the load that started
+    /// it, which is served to no other user, even when an identity that reads more than the
+    /// header fields tells two identical requests apart), from sessions with the same settings
     /// (the same cookie jar, proxies and TLS rules upstream). A load that shares with nobody gets
-    /// a serial number of its own.
+    /// a serial number of its own. Two tokens of one user are two sets of header fields: their
+    /// loads do not share, and each goes as the app wrote it.
     struct ID: Hashable, Sendable {
         /// What the exchange asks: "fetch", "forward", "unsafe", or the validators revalidated.
         let operation: String
@@ -124,6 +128,7 @@ final class Exchange: Sendable {
         let mode: CacheRequest.Mode
         /// `headerDigest(of:)` of the request's header fields.
         let headers: UInt64
+        let partition: Partition
         let settings: SessionSettings
         /// Non-zero for a load that shares with nobody.
         let serial: Int
@@ -156,7 +161,7 @@ final class Exchange: Sendable {
         case .revalidate(_, let conditions): operation = "revalidate \(conditions.ifNoneMatch ?? "") \(conditions.ifModifiedSince ?? "")"
         }
         return ID(operation: operation, key: request.key, mode: request.mode, headers: headerDigest(of: request.urlRequest),
-                  settings: settings, serial: serial)
+                  partition: request.partition, settings: settings, serial: serial)
     }
 
     /// A digest of `request`'s header fields that does not depend on their order or on the case

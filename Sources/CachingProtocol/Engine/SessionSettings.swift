@@ -14,7 +14,7 @@ import FoundationNetworking
 /// - **The request.** swift-corelibs-foundation adds `httpAdditionalHeaders` and applies
 ///   `timeoutIntervalForRequest` only inside its own HTTP protocol, after a protocol was chosen;
 ///   Apple adds the session's cookies only after the protocol saw the request. `apply(to:)`
-///   does both, so the credential fingerprint and `Vary` see the request as the origin will.
+///   does both, so the user the request is for and `Vary` see the request as the origin will.
 ///   The session's `requestCachePolicy` applies to requests that kept the default policy.
 /// - **The upstream session.** `upstreamConfiguration(leavingOut:)` is a copy of the app's
 ///   configuration, so every setting the platform honours applies to the cache's own requests

@@ -36,9 +36,9 @@ package struct CacheEntry: Sendable, Equatable {
     package var freshnessLifetime: TimeInterval
     /// The request header values named by the response's `Vary`, in the order `Vary` lists them.
     package var varyFields: [VaryField]
-    /// A fingerprint of the credentials (`Authorization`, `Cookie`) the storing request carried, or
-    /// nil when it carried none. An entry is only ever served to a request with the same fingerprint.
-    package var credentialFingerprint: UInt64?
+    /// Whom it may be served to: the user the storing request was for and the trust judge of its
+    /// session. An entry is only ever served to a request of the same partition.
+    package var partition: Partition
     /// The `userInfo` of a `CachedURLResponse` stored through the `URLCache` API, as a binary
     /// property list; nil for entries the protocol stored.
     package var userInfo: Data?
@@ -58,7 +58,7 @@ package struct CacheEntry: Sendable, Equatable {
     package init(
         responseURL: String, statusCode: Int, headers: HTTPHeaders, body: Data,
         requestDate: Date, responseDate: Date, initialAge: TimeInterval, freshnessLifetime: TimeInterval,
-        varyFields: [VaryField], credentialFingerprint: UInt64?, userInfo: Data?
+        varyFields: [VaryField], partition: Partition, userInfo: Data?
     ) {
         self.responseURL = responseURL
         self.statusCode = statusCode
@@ -69,7 +69,7 @@ package struct CacheEntry: Sendable, Equatable {
         self.initialAge = initialAge
         self.freshnessLifetime = freshnessLifetime
         self.varyFields = varyFields
-        self.credentialFingerprint = credentialFingerprint
+        self.partition = partition
         self.userInfo = userInfo
     }
 
@@ -84,14 +84,14 @@ package struct CacheEntry: Sendable, Equatable {
         lhs.responseURL == rhs.responseURL && lhs.statusCode == rhs.statusCode && lhs.headers == rhs.headers
             && lhs.body == rhs.body && lhs.requestDate == rhs.requestDate && lhs.responseDate == rhs.responseDate
             && lhs.initialAge == rhs.initialAge && lhs.freshnessLifetime == rhs.freshnessLifetime
-            && lhs.varyFields == rhs.varyFields && lhs.credentialFingerprint == rhs.credentialFingerprint
+            && lhs.varyFields == rhs.varyFields && lhs.partition == rhs.partition
             && lhs.userInfo == rhs.userInfo
     }
 
     /// Whether `other` is the same variant of a resource: the same `Vary` values and the same
-    /// credentials. A newer response replaces the stored variant it is the same as.
+    /// partition. A newer response replaces the stored variant it is the same as.
     package func isSameVariant(as other: CacheEntry) -> Bool {
-        varyFields == other.varyFields && credentialFingerprint == other.credentialFingerprint
+        varyFields == other.varyFields && partition == other.partition
     }
 }
 

@@ -85,17 +85,20 @@ package struct CacheRequest: @unchecked Sendable {
     package let key: String
     let directives: CacheControl
     let mode: Mode
-    /// What keeps answers apart beyond the URL and `Vary`: a fingerprint of the credentials the
-    /// request carries and, for a session whose delegate judges server trust, of that judge
-    /// (`judged(by:)`); nil for an anonymous request of a session the system's trust evaluation
-    /// serves. Stored with each answer; only a request with the same fingerprint is answered
-    /// with it.
-    package private(set) var credentialFingerprint: UInt64?
+    /// What keeps answers apart beyond the URL and `Vary`: the user the request is for (the
+    /// digest of its credentials, `CachingUserIdentity.credentials`, unless `identified(by:)`
+    /// says otherwise) and, for a session whose delegate judges server trust, that judge
+    /// (`judged(by:)`). Stored with each answer; only a request of the same partition is
+    /// answered with it.
+    package private(set) var partition: Partition
     /// Whether the request carries credentials (`Authorization` or `Cookie`): an answer to it is
-    /// stored only when the policy allows (RFC 9111 §3.5).
+    /// stored unless the policy keeps such answers out (`CachingPolicy.storesCredentialedResponses`).
     let sendsCredentials: Bool
     /// The byte range the request asks for, when it asks for one (see `RequestDisposition.range`).
     let byteRange: ByteRange?
+    /// The request's `Authorization` and `Cookie` fields, as read once (`RequestHeaderFacts`), for
+    /// `identified(by:)`. Never stored: only the partition's digest is.
+    private let credentials: (authorization: String?, cookie: String?)
     /// Header fields the platform's loader adds to the request when it sends it, unless the
     /// request has them (`sent(with:)`), by lowercased name: the origin sees them, so `Vary` is
     /// matched on them (`header(_:)`). Never sent by the layer.
@@ -118,8 +121,9 @@ package struct CacheRequest: @unchecked Sendable {
         case .returnCacheDataDontLoad: mode = .onlyCache
         default: mode = .normal
         }
-        credentialFingerprint = Self.credentialFingerprint(authorization: facts.authorization, cookie: facts.cookie)
-        sendsCredentials = credentialFingerprint != nil
+        partition = Partition(user: CachingUserIdentity.digest(authorization: facts.authorization, cookie: facts.cookie))
+        sendsCredentials = partition.user != nil
+        credentials = (facts.authorization, facts.cookie)
         byteRange = facts.range.flatMap(ByteRange.init)
     }
 
@@ -130,8 +134,17 @@ package struct CacheRequest: @unchecked Sendable {
     /// same in the next launch.
     func judged(by judge: String) -> CacheRequest {
         var judged = self
-        judged.credentialFingerprint = StableHash.hash("trust\u{0}\(judge)\u{0}\(credentialFingerprint.map(String.init) ?? "")")
+        judged.partition.judge = StableHash.hash("trust\u{0}\(judge)")
         return judged
+    }
+
+    /// The request for the user `identity` says it is for (`Partition.user`). The request's
+    /// credentials decide by default (`CachingUserIdentity.credentials`, applied by `init`).
+    func identified(by identity: CachingUserIdentity) -> CacheRequest {
+        guard !identity.isCredentials else { return self }
+        var identified = self
+        identified.partition.user = identity.user(of: urlRequest, authorization: credentials.authorization, cookie: credentials.cookie)
+        return identified
     }
 
     /// The value of a request header field as the origin gets it (for `Vary`): the request's own,
@@ -146,13 +159,6 @@ package struct CacheRequest: @unchecked Sendable {
         var sent = self
         sent.fieldsAddedWhenSent = fields
         return sent
-    }
-
-    /// A fingerprint of `Authorization` and `Cookie`, or nil when neither is present. The secret
-    /// itself is never stored; only this hash is, to keep one user's answers from another.
-    static func credentialFingerprint(authorization: String?, cookie: String?) -> UInt64? {
-        guard authorization != nil || cookie != nil else { return nil }
-        return StableHash.hash("authorization\u{0}\(authorization ?? "")\u{0}cookie\u{0}\(cookie ?? "")")
     }
 }
 

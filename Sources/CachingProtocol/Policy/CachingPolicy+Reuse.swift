@@ -164,8 +164,8 @@ extension CachingPolicy {
 
     // MARK: Variants
 
-    /// The stored variant that may answer `request`: same credentials, and every header the
-    /// response's `Vary` named has the same value (RFC 9111 §4.1). Newest first.
+    /// The stored variant that may answer `request`: the same partition (user and trust judge),
+    /// and every header the response's `Vary` named has the same value (RFC 9111 §4.1). Newest first.
     package static func matchingVariant(in record: CacheRecord?, for request: CacheRequest) -> CacheEntry? {
         // A stored part answers only a request for one byte range (and only one it covers,
         // `servesRange`), never a request for the whole.
@@ -175,11 +175,14 @@ extension CachingPolicy {
     }
 
     /// Whether the stored variant `entry` may answer `request` (see `matchingVariant`): it was
-    /// fetched with the same credentials (`Authorization`, `Cookie`; or none), so one user's
-    /// answer never reaches another, nor an anonymous answer a signed-in user — and for a session
-    /// judged by the same trust judge (`CacheRequest.judged(by:)`); and its `Vary` values match.
+    /// stored for the same user (`CacheRequest.identified(by:)`; or for nobody in particular), so
+    /// one user's answer never reaches another, nor an anonymous answer a signed-in user — and
+    /// for a session judged by the same trust judge (`CacheRequest.judged(by:)`); and its `Vary`
+    /// values match. Every path to a stored answer goes through here (a hit, a stale answer, the
+    /// variant a revalidation's conditions and its `304` apply to, ranges, redirects, the
+    /// `URLCache` API), so a validator the origin gives every user never crosses users.
     static func variant(_ entry: CacheEntry, matches request: CacheRequest) -> Bool {
-        entry.credentialFingerprint == request.credentialFingerprint
+        entry.partition == request.partition
             && entry.varyFields.allSatisfy { field in
                 varyValueMatches(field, request: request, entry: entry)
             }

@@ -62,7 +62,7 @@ extension CachingPolicy {
             return .doNotStore(reason: "Vary: *", code: .varyAll)
         }
         if request.sendsCredentials, !storesCredentialedResponses, !directives.isPublic {
-            return .doNotStore(reason: "credentials without public", code: .credentials)
+            return .doNotStore(reason: "credentials without public (storesCredentialedResponses is off)", code: .credentials)
         }
 
         let dateHeader = headers["Date"].flatMap(HTTPDate.parse)
@@ -174,7 +174,7 @@ extension CachingPolicy {
 
     /// The entry that stores a response to `request` with `status`, `headers` and `body`, as the
     /// storage decision judged it: the storable fields (`storableHeaders`), the `Vary` values and
-    /// credential fingerprint of the request. The one way an entry is made from a response, for
+    /// partition of the request. The one way an entry is made from a response, for
     /// the protocol's fetches and the `URLCache` API alike.
     static func entry(storing status: Int, headers: HTTPHeaders, body: Data, url: String, for request: CacheRequest,
                       requestDate: Date, responseDate: Date, freshnessLifetime: TimeInterval, initialAge: TimeInterval,
@@ -183,7 +183,7 @@ extension CachingPolicy {
         return CacheEntry(
             responseURL: url, statusCode: status, headers: stored, body: body,
             requestDate: requestDate, responseDate: responseDate, initialAge: initialAge, freshnessLifetime: freshnessLifetime,
-            varyFields: varyFields(for: stored, request: request), credentialFingerprint: request.credentialFingerprint,
+            varyFields: varyFields(for: stored, request: request), partition: request.partition,
             userInfo: userInfo)
     }
 
@@ -276,8 +276,8 @@ extension CachingPolicy {
                                  "Proxy-Authenticate", "Proxy-Authentication-Info", "Proxy-Authorization"]
 
     /// Whether a stored response is kept in memory only, never written to disk: one that sets a
-    /// cookie. It is stored (a private cache may, RFC 9111 §7.1) and replayed to requests with
-    /// the same credentials, but a session cookie's value never lands in a cache file; the
+    /// cookie. It is stored (a private cache may, RFC 9111 §7.1) and replayed to requests of
+    /// the same user, but a session cookie's value never lands in a cache file; the
     /// cookie jar is where cookies persist.
     static func isKeptInMemoryOnly(_ headers: HTTPHeaders) -> Bool {
         headers.contains("Set-Cookie")

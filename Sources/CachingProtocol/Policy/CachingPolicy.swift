@@ -46,9 +46,16 @@ public struct CachingPolicy: Sendable, Equatable {
     /// §15.1 calls heuristically cacheable).
     public var cacheableStatusCodes: Set<Int>?
 
-    /// Whether a response to a request carrying `Authorization` or `Cookie` may be stored
-    /// without `Cache-Control: public`. Default false. Even when stored, such a response is only
-    /// ever served to requests with the same credentials.
+    /// Whether a response to a request carrying `Authorization` or `Cookie` is stored like any
+    /// other. Default true in both presets: this is a private cache, which RFC 9111 §3.5 lets
+    /// store them (as browsers, OkHttp and Apple's `URLCache` do), and each is stored for the user
+    /// the request was for and served to that user only (``CachingConfiguration/userIdentity``).
+    ///
+    /// False keeps them out unless the response says `Cache-Control: public` (the rule RFC 9111
+    /// §3.5 sets for shared caches; the event's reason is ``NotStoredReason/credentials``): for a
+    /// cache whose directory must never hold an answer to a signed request, for example one
+    /// shared with another process or an app extension through an App Group container that
+    /// another user of the device, or a less trusted process, can read.
     public var storesCredentialedResponses: Bool
     /// Whether redirects are stored, so a stored redirect answers without the origin (the engine
     /// follows every redirect itself, through the cache): a 301 or 308 like any response
@@ -87,7 +94,7 @@ public struct CachingPolicy: Sendable, Equatable {
         imageLifetime: TimeInterval?,
         maximumStaleness: TimeInterval,
         cacheableStatusCodes: Set<Int>?,
-        storesCredentialedResponses: Bool = false,
+        storesCredentialedResponses: Bool = true,
         maximumStalenessWhenDisconnected: TimeInterval? = nil,
         storesRedirects: Bool = true,
         permanentRedirectLifetime: TimeInterval? = nil

@@ -5,8 +5,8 @@
 /// be added without breaking an app's `switch`. Compare with the static members
 /// (`event.notStoredReason == .noStore`); `description` is the name.
 ///
-/// There is no reason for `Cache-Control: private`: this is a private cache (one app, one
-/// user), which RFC 9111 §5.2.2.7 lets store such responses.
+/// There is no reason for `Cache-Control: private`: this is a private cache (one app, each
+/// user's answers kept apart), which RFC 9111 §5.2.2.7 lets store such responses.
 public struct NotStoredReason: Sendable, Hashable, CustomStringConvertible {
     private let name: String
     private init(_ name: String) { self.name = name }
@@ -25,8 +25,9 @@ public struct NotStoredReason: Sendable, Hashable, CustomStringConvertible {
     public static let tooLarge = NotStoredReason("tooLarge")
     /// The response said `Vary: *`: no later request can be known to match it.
     public static let varyAll = NotStoredReason("varyAll")
-    /// The request carried `Authorization` or `Cookie` and the response did not say `public`
-    /// (see ``CachingPolicy/storesCredentialedResponses``).
+    /// The request carried `Authorization` or `Cookie`, the response did not say `public`, and
+    /// the policy keeps such answers out (``CachingPolicy/storesCredentialedResponses`` false;
+    /// by default they are stored, for their user).
     public static let credentials = NotStoredReason("credentials")
     /// The response had no freshness (or arrived stale) and no validator to revalidate it with:
     /// stored, it could only ever be fetched again.

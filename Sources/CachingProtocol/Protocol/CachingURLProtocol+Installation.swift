@@ -175,7 +175,9 @@ extension CachingURLProtocol {
     ///
     /// This is MKNetworkKit's "completion handler called twice" made explicit; plain URLSession
     /// callers never get two answers. It uses the installed configuration (the default one when
-    /// nothing is installed) and works without a session. Cancelling the consuming task cancels
+    /// nothing is installed) and works without a session: the request is made, and the stored
+    /// answer found, as `URLSession.shared`'s (for the user the configuration's
+    /// ``CachingConfiguration/userIdentity`` says it is for). Cancelling the consuming task cancels
     /// the origin request unless another load shares it.
     public static func cachedThenFresh(for request: URLRequest) -> AsyncThrowingStream<CachedThenFreshResponse, Error> {
         if Installation.current == nil {
@@ -184,17 +186,17 @@ extension CachingURLProtocol {
         guard let engine = Installation.current else {
             return AsyncThrowingStream { $0.finish(throwing: CachingError(.notInstalled, "no installation")) }
         }
-        return engine.cachedThenFresh(request)
+        return engine.cachedThenFresh(request, from: .sharedSession)
     }
 
     /// ``CachingConfiguration/prefetch(_:maximumConcurrent:)`` with the configuration
     /// ``register(_:)`` installed (the default configuration when nothing is installed): fills the
-    /// cache `URLSession.shared` answers from.
+    /// cache `URLSession.shared` answers from, with requests made as `URLSession.shared` makes
+    /// them. For a session of your own, inject a configuration of its own and call its `prefetch`.
     public static func prefetch(_ urls: [URL], maximumConcurrent: Int = 4) async -> PrefetchSummary {
         if Installation.current == nil { Installation.install(CachingConfiguration()) }
         guard let engine = Installation.current else { return PrefetchSummary(failed: urls.count) }
-        let settings = SessionClasses.lastInjectedSettings(for: nil) ?? .standard
-        return await engine.prefetch(urls, from: settings, maximumConcurrent: maximumConcurrent)
+        return await engine.prefetch(urls, from: .sharedSession, maximumConcurrent: maximumConcurrent)
     }
 
     /// Offline mode of the registered configuration (its ``CachingConfiguration/isOffline``);
@@ -216,7 +218,11 @@ extension CachingConfiguration {
     /// runs meanwhile — the app's or another prefetch's — shares one upstream request with it.
     /// The requests are made as the session configuration this configuration was last injected
     /// into makes them (its additional header fields, cookies, timeout and the rest of its
-    /// settings); `URLSession.shared`'s when it was only registered.
+    /// settings; `URLSession.shared`'s when it was registered since), and what they
+    /// store is what that session's loads find: for the user they are for
+    /// (``userIdentity``), and on Apple platforms under that session's trust judge and with the
+    /// fields its loader adds. A session injected without naming its delegate is its own judge
+    /// there: its prefetch reaches no `https` origin (nobody of it can judge the certificate).
     /// No body is delivered to anyone. At most `maximumConcurrent` requests (default 4, at least
     /// 1) run at once.
     ///
@@ -227,13 +233,15 @@ extension CachingConfiguration {
     /// Threading: call it from any task; it suspends until every URL is settled.
     public func prefetch(_ urls: [URL], maximumConcurrent: Int = 4) async -> PrefetchSummary {
         let engine = Installation.engine(for: self)
-        let settings = SessionClasses.lastInjectedSettings(for: engine) ?? .standard
-        return await engine.prefetch(urls, from: settings, maximumConcurrent: maximumConcurrent)
+        return await engine.prefetch(urls, from: engine.sessionlessSettings, maximumConcurrent: maximumConcurrent)
     }
 
     /// ``CachingURLProtocol/cachedThenFresh(for:)`` with this configuration — its cache, policy,
-    /// rules and counters — rather than the registered one. It need not be injected anywhere.
+    /// rules, identity and counters — rather than the registered one, made and looked up as the
+    /// session configuration it was last injected into makes and reads requests (as
+    /// ``prefetch(_:maximumConcurrent:)``). It need not be injected anywhere.
     public func cachedThenFresh(for request: URLRequest) -> AsyncThrowingStream<CachedThenFreshResponse, Error> {
-        Installation.engine(for: self).cachedThenFresh(request)
+        let engine = Installation.engine(for: self)
+        return engine.cachedThenFresh(request, from: engine.sessionlessSettings)
     }
 }

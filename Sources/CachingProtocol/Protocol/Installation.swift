@@ -27,6 +27,7 @@ enum Installation {
 
     static func install(_ configuration: CachingConfiguration) {
         let installed = engine(for: configuration)
+        installed.sessionlessSettings = .sharedSession
         let previous = registry.withLock { registry -> CacheEngine? in
             defer { registry.current = installed }
             return registry.current
@@ -106,9 +107,6 @@ enum SessionClasses {
         var unused: [CachingURLProtocol.Type] = []
         /// Every class made here (bound or not).
         var made: Set<ObjectIdentifier> = []
-        /// The settings of the session configuration injected last with each engine (nil key:
-        /// injected without a configuration of its own), for `prefetch`.
-        var lastInjected: [ObjectIdentifier?: SessionSettings] = [:]
         /// The settings of the classes whose binding was dropped most recently, at most
         /// `maximumBindings` of them, oldest first: what a load that passed `canInit` just before
         /// is sent with (`ClassBinding.unbound`).
@@ -137,10 +135,12 @@ enum SessionClasses {
     /// The class that applies `settings` and caches with `engine` (nil: the registered
     /// configuration's): the same class for an equal pair, another one otherwise. Never
     /// `CachingURLProtocol` itself, which serves `URLSession.shared` (`SessionSettings.sharedSession`).
+    /// `engine`'s loads without a session are made as this session's from now on
+    /// (`CacheEngine.sessionlessSettings`).
     static func protocolClass(for settings: SessionSettings, engine: CacheEngine?) -> CachingURLProtocol.Type {
         let key = Key(settings: settings, engine: engine.map(ObjectIdentifier.init))
+        engine?.sessionlessSettings = settings
         return registry.withLock { registry in
-            registry.lastInjected[key.engine] = settings
             let now = registry.tick()
             if let existing = registry.classes[key] {
                 registry.bindings[ObjectIdentifier(existing)]?.lastUse = now
@@ -164,12 +164,6 @@ enum SessionClasses {
             }
             return made
         }
-    }
-
-    /// The settings of the session configuration injected last with `engine` (nil: injected
-    /// without a configuration of its own, so caching with `register`'s), or nil when none was.
-    static func lastInjectedSettings(for engine: CacheEngine?) -> SessionSettings? {
-        registry.withLock { $0.lastInjected[engine.map(ObjectIdentifier.init)] }
     }
 
     /// What `protocolClass` is bound to (and marks it used); nil for a class made here whose
@@ -201,7 +195,6 @@ enum SessionClasses {
                 registry.unused += registry.classes.values
                 registry.classes = [:]
                 registry.bindings = [:]
-                registry.lastInjected = [:]
             }
             return registry.bindings.values.compactMap(\.binding.engine)
         }

@@ -16,7 +16,8 @@ import Foundation
 ///           responseURL str · statusCode i64 · fieldCount u32 · (name str · value str)*
 ///           · bodyLength u64 · requestDate f64 · responseDate f64 · initialAge f64
 ///           · freshnessLifetime f64 · varyCount u32 · (name str · hasValue u8 · [value str])*
-///           · hasFingerprint u8 · [fingerprint u64] · hasUserInfo u8 · [userInfo bytes]
+///           · partition u8 (1 user, 2 judge) · [user u64] · [judge u64]
+///           · hasUserInfo u8 · [userInfo bytes]
 /// trailer   variantsOffset u64 · checksum u64 (XXH64 of every byte from the bodies on)
 /// ```
 ///
@@ -143,12 +144,10 @@ package enum EntryCodec {
                 sink.writeInteger(UInt8(0))
             }
         }
-        if let fingerprint = entry.credentialFingerprint {
-            sink.writeInteger(UInt8(1))
-            sink.writeInteger(fingerprint)
-        } else {
-            sink.writeInteger(UInt8(0))
-        }
+        let partition = entry.partition
+        sink.writeInteger(UInt8((partition.user != nil ? 1 : 0) | (partition.judge != nil ? 2 : 0)))
+        if let user = partition.user { sink.writeInteger(user) }
+        if let judge = partition.judge { sink.writeInteger(judge) }
         if let userInfo = entry.userInfo {
             sink.writeInteger(UInt8(1))
             sink.writeData(userInfo)
@@ -329,7 +328,10 @@ package enum EntryCodec {
             let value = try reader.readPresence() ? try reader.readString() : nil
             varyFields.append(CacheEntry.VaryField(name: name, value: value))
         }
-        let fingerprint = try reader.readPresence() ? try reader.readInteger(UInt64.self) : nil
+        let partitionFlags = try reader.readInteger(UInt8.self)
+        guard partitionFlags & ~3 == 0 else { throw BinaryDecodingError.malformed("partition flags") }
+        let user = partitionFlags & 1 != 0 ? try reader.readInteger(UInt64.self) : nil
+        let judge = partitionFlags & 2 != 0 ? try reader.readInteger(UInt64.self) : nil
         let userInfo = try reader.readPresence() ? try reader.readData() : nil
         return CacheEntry(
             responseURL: responseURL,
@@ -341,7 +343,7 @@ package enum EntryCodec {
             initialAge: initialAge,
             freshnessLifetime: freshnessLifetime,
             varyFields: varyFields,
-            credentialFingerprint: fingerprint,
+            partition: Partition(user: user, judge: judge),
             userInfo: userInfo
         )
     }

@@ -21,8 +21,13 @@ package final class EntrySummary: Sendable, Equatable {
         package var freshnessLifetime: TimeInterval
         package var etag: String?
         package var lastModified: String?
-        /// It was fetched with `Authorization` or `Cookie`.
-        package var hasCredentials: Bool
+        /// The digest of the user it was stored for (`Partition.user`), nil for an answer to a
+        /// request for nobody in particular: what forgetting a user reads.
+        package var user: UInt64?
+
+        /// Whether it was stored for a user (a request with credentials, or one the installation's
+        /// identity named a user for).
+        package var hasCredentials: Bool { user != nil }
 
         package init(_ entry: CacheEntry) {
             responseURL = entry.responseURL
@@ -33,11 +38,11 @@ package final class EntrySummary: Sendable, Equatable {
             freshnessLifetime = entry.freshnessLifetime
             etag = entry.headers["ETag"]
             lastModified = entry.headers["Last-Modified"]
-            hasCredentials = entry.credentialFingerprint != nil
+            user = entry.partition.user
         }
 
         package init(responseURL: String, statusCode: Int, bodyBytes: Int, responseDate: Date, initialAge: TimeInterval,
-                     freshnessLifetime: TimeInterval, etag: String?, lastModified: String?, hasCredentials: Bool) {
+                     freshnessLifetime: TimeInterval, etag: String?, lastModified: String?, user: UInt64?) {
             self.responseURL = responseURL
             self.statusCode = statusCode
             self.bodyBytes = bodyBytes
@@ -46,7 +51,7 @@ package final class EntrySummary: Sendable, Equatable {
             self.freshnessLifetime = freshnessLifetime
             self.etag = etag
             self.lastModified = lastModified
-            self.hasCredentials = hasCredentials
+            self.user = user
         }
     }
 
@@ -105,9 +110,13 @@ package final class EntrySummary: Sendable, Equatable {
     /// ```
     /// key str · variantCount u32 (0xFFFF_FFFF: not known), then per variant:
     /// responseURL str ("": the key's URL) · status u16 · bodyBytes u64 · responseDate f64
-    /// · initialAge f64 · freshnessLifetime f64 · flags u8 (1 credentials, 2 ETag, 4 Last-Modified)
-    /// · [etag str] · [lastModified str]
+    /// · initialAge f64 · freshnessLifetime f64 · flags u8 (1 a user, 2 ETag, 4 Last-Modified,
+    /// 8 the user's digest) · [etag str] · [lastModified str] · [user u64]
     /// ```
+    ///
+    /// A variant stored for a user always has both 1 and 8. Flag 1 alone names a user without
+    /// its digest: such a summary is read as one whose variants are not known, so the next
+    /// listing reads the entry file once and forgetting a user never misses that variant.
     func encode<Sink: ByteSink>(to sink: inout Sink) {
         Self.write(key: key, variants: variants, to: &sink)
     }
@@ -125,10 +134,11 @@ package final class EntrySummary: Sendable, Equatable {
             sink.writeDate(variant.responseDate)
             sink.writeDouble(variant.initialAge)
             sink.writeDouble(variant.freshnessLifetime)
-            let flags: UInt8 = (variant.hasCredentials ? 1 : 0) | (variant.etag != nil ? 2 : 0) | (variant.lastModified != nil ? 4 : 0)
+            let flags: UInt8 = (variant.user != nil ? 9 : 0) | (variant.etag != nil ? 2 : 0) | (variant.lastModified != nil ? 4 : 0)
             sink.writeInteger(flags)
             if let etag = variant.etag { sink.writeString(etag) }
             if let lastModified = variant.lastModified { sink.writeString(lastModified) }
+            if let user = variant.user { sink.writeInteger(user) }
         }
     }
 
@@ -144,6 +154,7 @@ package final class EntrySummary: Sendable, Equatable {
         let keyURL = url(ofKey: key)
         var variants: [Variant] = []
         variants.reserveCapacity(Int(count))
+        var hasUnknownUser = false
         for _ in 0..<count {
             let url = try reader.readString()
             let status = Int(try reader.readInteger(UInt16.self))
@@ -152,17 +163,21 @@ package final class EntrySummary: Sendable, Equatable {
             let initialAge = try reader.readDouble()
             let lifetime = try reader.readDouble()
             let flags = try reader.readInteger(UInt8.self)
-            guard status <= 999, body <= UInt64(DiskIndex.maximumFileSize), flags & ~7 == 0,
+            guard status <= 999, body <= UInt64(DiskIndex.maximumFileSize), flags & ~15 == 0, flags & 8 == 0 || flags & 1 != 0,
                   [responseDate.timeIntervalSinceReferenceDate, initialAge, lifetime].allSatisfy({ $0.isFinite && abs($0) <= EntryCodec.maximumSeconds })
             else { throw BinaryDecodingError.malformed("summary values") }
             let etag = flags & 2 != 0 ? try reader.readString() : nil
             let lastModified = flags & 4 != 0 ? try reader.readString() : nil
+            let user = flags & 8 != 0 ? try reader.readInteger(UInt64.self) : nil
+            if flags & 9 == 1 { hasUnknownUser = true }
             // Written by `encode`, a URL is never the key's own: that one is empty.
             guard url[...] != keyURL else { throw BinaryDecodingError.malformed("summary URL") }
             variants.append(Variant(responseURL: url, statusCode: status, bodyBytes: Int(body),
                                     responseDate: responseDate, initialAge: initialAge, freshnessLifetime: lifetime,
-                                    etag: etag, lastModified: lastModified, hasCredentials: flags & 1 != 0))
+                                    etag: etag, lastModified: lastModified, user: user))
         }
+        // Written again, a summary whose variants are not known takes fewer bytes than were read.
+        if hasUnknownUser { return EntrySummary(key: key, variants: nil) }
         return EntrySummary(key: key, variants: variants, encodedSize: reader.offset - start)
     }
 }

@@ -34,6 +34,8 @@ final class TieredStore: RecordStore {
 
     /// Where memory warnings move memory to disk, one after the other, off the posting thread.
     private let memoryWarnings = DispatchQueue(label: "CachingProtocol.TieredStore.memoryWarnings", qos: .utility)
+    /// The users whose answers were removed, and when (`removeVariants(ofUser:)`).
+    private let forgotten = Locked(ForgottenUsers())
 
     init(memoryCapacity: Int, diskCapacity: Int, directory: URL) {
         memory = MemoryStore(capacity: max(0, memoryCapacity))
@@ -245,10 +247,14 @@ final class TieredStore: RecordStore {
     /// `maximumEntrySize` is not stored. With `bodyFile`, the entry's body is in that streamed
     /// file (and in `entry` too, or not at all): the disk tier makes it the entry's file, and the
     /// memory tier keeps the record only when `entry` holds the body.
+    ///
+    /// An answer for a user whose answers were removed (`removeVariants(ofUser:)`) to a request
+    /// sent before the removal — one that was on its way meanwhile — is not stored.
     func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool, bodyFile: StreamedEntryFile?) {
         let bodyOnlyInFile = bodyFile.map { entry.body.count != $0.appendedBytes } ?? false
         let cost = entry.cost + (bodyOnlyInFile ? bodyFile?.appendedBytes ?? 0 : 0)
-        guard cost <= maximumEntrySize, !(bodyOnlyInFile && (memoryOnly || entry.isMemoryOnly)) else {
+        guard cost <= maximumEntrySize, !(bodyOnlyInFile && (memoryOnly || entry.isMemoryOnly)),
+              !forgotten.withLock({ $0.refuses(entry) }) else {
             bodyFile?.discard()
             return
         }
@@ -285,6 +291,47 @@ final class TieredStore: RecordStore {
 
     func streamedEntryFile(forKey key: String) -> StreamedEntryFile? {
         disk.streamedEntryFile(forKey: key)
+    }
+
+    /// Removes from both tiers every variant stored for the user `user` (`Partition.user`), or
+    /// for any user when nil — never one stored for nobody in particular — and returns once no
+    /// file of the directory holds one (`waitUntilRemoved`). A record whose variants are all
+    /// going is removed without reading its file: the disk index's summaries name each
+    /// variant's user; a record with others is read and written again without them. Memory is
+    /// looked through too (it alone holds the variants kept in memory only). Answers for those
+    /// users to requests sent until now, which arrive later, are not stored (`storeVariant`).
+    func removeVariants(ofUser user: UInt64?) {
+        forgotten.withLock { $0.forget(user, at: clock()) }
+        func isDoomed(_ variantUser: UInt64?) -> Bool {
+            guard let variantUser else { return false }
+            return user.map { $0 == variantUser } ?? true
+        }
+        var whollyDoomed = Set<String>()
+        var partlyDoomed = Set<String>()
+        for listed in disk.listing() {
+            guard let variants = listed.summary.variants, variants.contains(where: { isDoomed($0.user) }) else { continue }
+            if variants.allSatisfy({ isDoomed($0.user) }) {
+                whollyDoomed.insert(listed.summary.key)
+            } else {
+                partlyDoomed.insert(listed.summary.key)
+            }
+        }
+        for record in memory.allRecords() where record.variants.contains(where: { isDoomed($0.partition.user) }) {
+            partlyDoomed.insert(record.key)
+        }
+        for key in whollyDoomed.subtracting(partlyDoomed) {
+            removeRecord(forKey: key)
+        }
+        for key in partlyDoomed {
+            guard let record = record(forKey: key, counting: false, memoryAlreadyCounted: false) else { continue }
+            let kept = record.variants.filter { !isDoomed($0.partition.user) }
+            if kept.isEmpty {
+                removeRecord(forKey: key)
+            } else if kept.count < record.variants.count {
+                store(CacheRecord(key: key, variants: kept))
+            }
+        }
+        waitUntilRemoved()
     }
 
     /// Removes every record whose newest variant was stored at or after `date`, from both tiers.
@@ -352,5 +399,30 @@ final class TieredStore: RecordStore {
         for record in memory.allRecords() { sizes[record.key] = record.cost }
         for (key, bytes) in disk.storedKeys() { sizes[key] = bytes }
         return sizes
+    }
+}
+
+/// The users whose answers were removed, each with when (on the store's clock), so that an answer
+/// for one of them to a request sent before that — a load that was on its way — is not stored
+/// after the removal. Bounded: the oldest removals are let go beyond `capacity` users.
+private struct ForgottenUsers {
+    static let capacity = 64
+    /// When every user's answers were last removed.
+    private var allUsers: Date?
+    private var users: [UInt64: Date] = [:]
+
+    mutating func forget(_ user: UInt64?, at now: Date) {
+        guard let user else { return allUsers = now }
+        users[user] = now
+        if users.count > Self.capacity, let oldest = users.min(by: { $0.value < $1.value }) {
+            users[oldest.key] = nil
+        }
+    }
+
+    /// Whether `entry` answers a request sent by the time its user's answers were removed.
+    func refuses(_ entry: CacheEntry) -> Bool {
+        guard let user = entry.partition.user, allUsers != nil || !users.isEmpty else { return false }
+        let removed = [allUsers, users[user]].compactMap { $0 }.max()
+        return removed.map { entry.requestDate <= $0 } ?? false
     }
 }

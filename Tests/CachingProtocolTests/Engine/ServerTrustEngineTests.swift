@@ -172,20 +172,22 @@ final class ServerTrustEngineTests: EngineTestCase {
         XCTAssertTrue(SessionClasses.protocolClass(for: SessionSettings(URLSessionConfiguration.default), engine: engine) != pinnedClass)
     }
 
-    /// The partition is a fingerprint of the judge's name, the same in every launch, and kept
-    /// apart from the credentials' (a signed-in pinning session is not an anonymous one).
+    /// The partition's judge is a digest of the judge's name, the same in every launch, and kept
+    /// apart from the user (a signed-in pinning session is not an anonymous one).
     func testTheJudgesPartitionIsStableAndKeepsCredentialsApart() {
         let anonymous = CacheRequest(URLRequest(url: url), key: key)
         var signed = URLRequest(url: url)
         signed.setValue("Bearer a", forHTTPHeaderField: "Authorization")
         let signedIn = CacheRequest(signed, key: key)
-        XCTAssertNil(anonymous.credentialFingerprint)
-        XCTAssertEqual(anonymous.judged(by: "App.PinningDelegate").credentialFingerprint,
-                       anonymous.judged(by: "App.PinningDelegate").credentialFingerprint)
-        XCTAssertNotEqual(anonymous.judged(by: "App.PinningDelegate").credentialFingerprint,
-                          anonymous.judged(by: "App.OtherDelegate").credentialFingerprint)
-        XCTAssertNotEqual(signedIn.judged(by: "App.PinningDelegate").credentialFingerprint,
-                          anonymous.judged(by: "App.PinningDelegate").credentialFingerprint)
+        XCTAssertEqual(anonymous.partition, .anonymous)
+        XCTAssertEqual(anonymous.judged(by: "App.PinningDelegate").partition,
+                       anonymous.judged(by: "App.PinningDelegate").partition)
+        XCTAssertNil(anonymous.judged(by: "App.PinningDelegate").partition.user, "a judge is no user")
+        XCTAssertNotEqual(anonymous.judged(by: "App.PinningDelegate").partition,
+                          anonymous.judged(by: "App.OtherDelegate").partition)
+        XCTAssertNotEqual(signedIn.judged(by: "App.PinningDelegate").partition,
+                          anonymous.judged(by: "App.PinningDelegate").partition)
+        XCTAssertEqual(signedIn.judged(by: "App.PinningDelegate").partition.user, signedIn.partition.user)
         XCTAssertFalse(anonymous.judged(by: "App.PinningDelegate").sendsCredentials,
                        "a judge is no credential: answers to anonymous requests are still stored")
         XCTAssertTrue(signedIn.judged(by: "App.PinningDelegate").sendsCredentials)

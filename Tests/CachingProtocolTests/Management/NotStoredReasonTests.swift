@@ -25,8 +25,9 @@ final class NotStoredReasonTests: CachingTestCase {
             Case(path: "/not-found", response: .text("missing", status: 404, headers: [maxAge]), expected: .status),
             Case(path: "/large", response: .text(String(repeating: "x", count: 5_000), headers: [maxAge]), expected: .tooLarge),
             Case(path: "/vary-all", response: .text("varies", headers: [maxAge, HTTPField("Vary", "*")]), expected: .varyAll),
+            // Stored for its user by default (`CachingPolicy.storesCredentialedResponses`).
             Case(path: "/private", response: .text("mine", headers: [maxAge]), headers: ["Authorization": "Bearer alice"],
-                 expected: .credentials),
+                 expected: nil),
             Case(path: "/plain", response: .text("no caching headers"), expected: .noFreshness),
             Case(path: "/events", response: OriginResponse(status: 200, headers: [
                 maxAge, HTTPField("Content-Type", "text/event-stream; charset=utf-8"),
@@ -59,6 +60,24 @@ final class NotStoredReasonTests: CachingTestCase {
             XCTAssertEqual(origin.requests(to: testCase.path).count, testCase.expected == nil ? 1 : 2, testCase.path)
         }
         XCTAssertEqual(NotStoredReason.tooLarge.description, "tooLarge")
+    }
+
+    func testCredentialsAreTheReasonWhereThePolicyKeepsCredentialedAnswersOut() async throws {
+        // Given a policy that keeps answers to requests with credentials out, as a shared cache must
+        var configuration = makeConfiguration()
+        configuration.policy.storesCredentialedResponses = false
+        installSession(configuration)
+        origin.handle("/private") { _ in .text("mine", headers: [HTTPField("Cache-Control", "max-age=600")]) }
+        origin.handle("/public") { _ in .text("ours", headers: [HTTPField("Cache-Control", "public, max-age=600")]) }
+        // When each is asked for twice with a credential
+        for path in ["/private", "/public"] {
+            for _ in 0..<2 { _ = try await get(path, headers: ["Authorization": "Bearer alice"]) }
+        }
+        // Then the private one was not stored, for that reason; the public one was
+        XCTAssertEqual(events.first { $0.key.hasSuffix("/private") }?.notStoredReason, .credentials)
+        XCTAssertEqual(origin.requests(to: "/private").count, 2)
+        XCTAssertNil(events.first { $0.key.hasSuffix("/public") }?.notStoredReason)
+        XCTAssertEqual(origin.requests(to: "/public").count, 1)
     }
 
     func testAHitAndARevalidationCarryNoReason() async throws {

@@ -192,7 +192,7 @@ final class PartialContentRulesTests: LoaderRulesTestCase {
         fields.merge(extra) { $1 }
         return CacheEntry(responseURL: PolicyFixtures.url.absoluteString, statusCode: 206, headers: HTTPHeaders(fields),
                           body: Data(body.utf8), requestDate: PolicyFixtures.start, responseDate: PolicyFixtures.start,
-                          initialAge: 0, freshnessLifetime: 60, varyFields: [], credentialFingerprint: nil, userInfo: nil)
+                          initialAge: 0, freshnessLifetime: 60, varyFields: [], partition: .anonymous, userInfo: nil)
     }
 
     func testContentRangeParsing() {

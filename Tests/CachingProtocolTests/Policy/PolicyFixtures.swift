@@ -30,7 +30,7 @@ enum PolicyFixtures {
         return CacheEntry(responseURL: url.absoluteString, statusCode: status, headers: fields, body: Data("body".utf8),
                           requestDate: date, responseDate: date, initialAge: initialAge, freshnessLifetime: lifetime,
                           varyFields: CachingPolicy.varyFields(for: fields, request: request),
-                          credentialFingerprint: request.credentialFingerprint, userInfo: nil)
+                          partition: request.partition, userInfo: nil)
     }
 
     static func httpDate(_ offset: TimeInterval) -> String {

@@ -165,15 +165,32 @@ final class StorageDecisionTests: LoaderRulesTestCase {
         XCTAssertEqual(entry.timeToLive(at: F.start), 60)
     }
 
-    func testCredentialedResponsesNeedPublicOrOptIn() {
+    /// A private cache stores answers to requests with credentials by default, in both presets
+    /// (each for its user: `CachingPolicy.variant(_:matches:)`).
+    func testCredentialedResponsesAreStoredByDefaultInBothPresets() {
         let authorized = F.request(["Authorization": "Bearer secret"])
-        XCTAssertNil(F.entry(["Cache-Control": "max-age=60"], request: authorized))
-        XCTAssertNotNil(F.entry(["Cache-Control": "public, max-age=60"], request: authorized))
-        var optIn = CachingPolicy.heuristic()
-        optIn.storesCredentialedResponses = true
-        XCTAssertNotNil(F.entry(["Cache-Control": "max-age=60"], policy: optIn, request: authorized))
-        XCTAssertNil(F.entry(["Cache-Control": "max-age=60"], request: F.request(["Cookie": "session=1"])))
+        let cookie = F.request(["Cookie": "session=1"])
+        for policy in [CachingPolicy.heuristic(), .rfc9111] {
+            XCTAssertTrue(policy.storesCredentialedResponses)
+            XCTAssertNotNil(F.entry(["Cache-Control": "max-age=60"], policy: policy, request: authorized))
+            XCTAssertNotNil(F.entry(["Cache-Control": "private, max-age=60"], policy: policy, request: authorized))
+            XCTAssertNotNil(F.entry(["Cache-Control": "max-age=60"], policy: policy, request: cookie))
+            XCTAssertNil(F.entry(["Cache-Control": "no-store"], policy: policy, request: authorized), "no-store is never stored")
+        }
+        XCTAssertNotNil(F.entry(["ETag": "\"v1\""], request: authorized), "an ETag-only answer: the heuristic window")
         XCTAssertNil(F.entry(["Cache-Control": "max-age=60"], request: F.request(["Cache-Control": "no-store"])))
+    }
+
+    /// With `storesCredentialedResponses` off, the rule RFC 9111 §3.5 sets for shared caches:
+    /// only `public` answers to requests with credentials are stored.
+    func testWithTheOptOutCredentialedResponsesNeedPublic() {
+        let authorized = F.request(["Authorization": "Bearer secret"])
+        var optOut = CachingPolicy.heuristic()
+        optOut.storesCredentialedResponses = false
+        XCTAssertNil(F.entry(["Cache-Control": "max-age=60"], policy: optOut, request: authorized))
+        XCTAssertNotNil(F.entry(["Cache-Control": "public, max-age=60"], policy: optOut, request: authorized))
+        XCTAssertNil(F.entry(["Cache-Control": "max-age=60"], policy: optOut, request: F.request(["Cookie": "session=1"])))
+        XCTAssertNotNil(F.entry(["Cache-Control": "max-age=60"], policy: optOut, request: F.request()), "anonymous: as ever")
     }
 
     /// A response stale on arrival without a validator is kept only when a later request may use

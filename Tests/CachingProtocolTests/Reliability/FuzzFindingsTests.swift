@@ -101,7 +101,7 @@ final class CraftedEntryTests: CachingTestCase {
             responseURL: "", statusCode: 200,
             headers: HTTPHeaders([.init(name: "Cache-Control", value: "max-age=600"), .init(name: "ETag", value: "\"v1\"")]),
             body: Data("crafted".utf8), requestDate: clock.now, responseDate: clock.now,
-            initialAge: 0, freshnessLifetime: 600, varyFields: [], credentialFingerprint: nil, userInfo: nil)
+            initialAge: 0, freshnessLifetime: 600, varyFields: [], partition: .anonymous, userInfo: nil)
         let mutations: [(String, (inout CacheEntry) -> Void)] = [
             ("huge lifetime", { $0.freshnessLifetime = 1e300 }),
             ("infinite lifetime", { $0.freshnessLifetime = .infinity }),

@@ -41,7 +41,12 @@ final class SecurityTests: CachingTestCase {
 
     // MARK: Credentials
 
-    func testCredentialedResponsesAreNotStoredWithoutPublic() async throws {
+    /// The opt-out (`storesCredentialedResponses` false: a directory that must never hold an
+    /// answer to a signed request): nothing of a credentialed answer without `public` is written.
+    func testWithTheOptOutCredentialedResponsesAreNotStoredWithoutPublic() async throws {
+        var configuration = makeConfiguration()
+        configuration.policy.storesCredentialedResponses = false
+        installSession(configuration)
         for credential in [["Authorization": "Bearer token-a"], ["Cookie": "session=a"]] {
             // Given a response that says max-age but not public, to a request with credentials
             let path = "/private-\(credential.keys.first!)"
@@ -184,11 +189,12 @@ final class SecurityTests: CachingTestCase {
         let second = try await getText("/me")
         HTTPCookieStorage.shared.deleteCookie(session)
         let afterLogout = try await getText("/me")
-        // Then the personalised response was never stored, and the logged-out request got its own
+        // Then the personalised response was stored for the cookie's user and hit by it, and the
+        // logged-out request got its own
         XCTAssertEqual(first, "body for -|session=\(session.value)")
         XCTAssertEqual(second, first)
         XCTAssertEqual(afterLogout, "body for -|-", "never the logged-in user's response")
-        XCTAssertEqual(originMethods("/me").count, 3)
+        XCTAssertEqual(originMethods("/me").count, 2)
     }
 
     /// The cache's own upstream session must not add cookies of its own: an ephemeral app
@@ -223,7 +229,7 @@ final class SecurityTests: CachingTestCase {
         XCTAssertEqual(originMethods("/me").count, 1, "an anonymous response is stored")
         XCTAssertEqual(withOwnCookie, "body for -|own=ephemeral")
         XCTAssertEqual(withOwnCookieAgain, withOwnCookie)
-        XCTAssertEqual(originMethods("/you").count, 2, "a response to a request with cookies is not stored")
+        XCTAssertEqual(originMethods("/you").count, 1, "a response to a request with cookies is stored for their user")
         XCTAssertFalse(origin.requests.contains { $0.header("Cookie")?.contains(shared.value) == true })
     }
 
@@ -354,16 +360,26 @@ final class SecurityTests: CachingTestCase {
         XCTAssertEqual(CacheFiles.files(in: directory, containing: bypassed), [])
     }
 
-    /// This is a private (single-user) cache, as both presets say: `private` responses are
-    /// stored, but `private` is not `public`, so with credentials they are not.
-    func testPrivateIsStoredByThisPrivateCacheButNotWithCredentials() async throws {
+    /// This is a private cache, as both presets say: `private` responses are stored, with
+    /// credentials too (each for its user); with the opt-out, `private` is not `public`, so with
+    /// credentials they are not.
+    func testPrivateIsStoredByThisPrivateCacheAndWithCredentialsUnlessOptedOut() async throws {
         servePerCredential("/mine", headers: [HTTPField("Cache-Control", "private, max-age=600")])
+        servePerCredential("/mine-too", headers: [HTTPField("Cache-Control", "private, max-age=600")])
         _ = try await getText("/mine")
         _ = try await getText("/mine")
         XCTAssertEqual(originMethods("/mine").count, 1, "stored without credentials")
-        _ = try await getText("/mine", ["Authorization": "Bearer a"])
-        _ = try await getText("/mine", ["Authorization": "Bearer a"])
-        XCTAssertEqual(originMethods("/mine").count, 3, "not stored with credentials")
+        let signedIn = try await getText("/mine", ["Authorization": "Bearer a"])
+        let again = try await getText("/mine", ["Authorization": "Bearer a"])
+        XCTAssertEqual([signedIn, again], ["body for Bearer a|-", "body for Bearer a|-"])
+        XCTAssertEqual(originMethods("/mine").count, 2, "stored with credentials, for them")
+
+        var configuration = makeConfiguration()
+        configuration.policy.storesCredentialedResponses = false
+        installSession(configuration)
+        _ = try await getText("/mine-too", ["Authorization": "Bearer a"])
+        _ = try await getText("/mine-too", ["Authorization": "Bearer a"])
+        XCTAssertEqual(originMethods("/mine-too").count, 2, "with the opt-out, not stored with credentials")
     }
 
     // MARK: Permissions

@@ -84,7 +84,8 @@ final class EntryCodecTests: LoaderRulesTestCase {
                        record.variants[0].requestDate.timeIntervalSinceReferenceDate.bitPattern)
         XCTAssertEqual(decoded.variants[0].headers.fields, record.variants[0].headers.fields)
         XCTAssertEqual(decoded.variants[0].varyFields[1].value, nil)
-        XCTAssertEqual(decoded.variants[1].credentialFingerprint, nil)
+        XCTAssertEqual(decoded.variants[0].partition, Partition(user: 0xDEAD_BEEF_CAFE_F00D, judge: 0x0123_4567_89AB_CDEF))
+        XCTAssertEqual(decoded.variants[1].partition, .anonymous)
         XCTAssertEqual(decoded.variants[0].userInfo, Data([0, 1, 2, 3, 255]))
     }
 

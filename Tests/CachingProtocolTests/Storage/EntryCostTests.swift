@@ -15,7 +15,7 @@ final class EntryCostTests: LoaderRulesTestCase {
     private static func entry(url: String, body: Data, headers: [(String, String)]) -> CacheEntry {
         CacheEntry(responseURL: url, statusCode: 200, headers: HTTPHeaders(headers.map { HTTPHeaders.Field(name: $0.0, value: $0.1) }),
                    body: body, requestDate: Date(timeIntervalSince1970: 0), responseDate: Date(timeIntervalSince1970: 0),
-                   initialAge: 0, freshnessLifetime: 60, varyFields: [], credentialFingerprint: nil, userInfo: nil)
+                   initialAge: 0, freshnessLifetime: 60, varyFields: [], partition: .anonymous, userInfo: nil)
     }
 
     func testAnEntryIsChargedItsBodyHeaderFieldsURLAndAFixedAllowance() {

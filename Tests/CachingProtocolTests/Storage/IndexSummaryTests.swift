@@ -10,9 +10,9 @@ final class IndexSummaryTests: LoaderRulesTestCase {
     private func summary(_ key: String, etag: String? = "\"e\"") -> EntrySummary {
         EntrySummary(key: key, variants: [
             .init(responseURL: String(key.dropFirst(4)), statusCode: 200, bodyBytes: 1_234, responseDate: base,
-                  initialAge: 3, freshnessLifetime: 600, etag: etag, lastModified: nil, hasCredentials: false),
+                  initialAge: 3, freshnessLifetime: 600, etag: etag, lastModified: nil, user: nil),
             .init(responseURL: "https://elsewhere.example/x", statusCode: 203, bodyBytes: 5, responseDate: base.addingTimeInterval(9),
-                  initialAge: 0, freshnessLifetime: 0, etag: nil, lastModified: "Tue, 14 Nov 2023 00:00:00 GMT", hasCredentials: true),
+                  initialAge: 0, freshnessLifetime: 0, etag: nil, lastModified: "Tue, 14 Nov 2023 00:00:00 GMT", user: 0xFEED),
         ])
     }
 
@@ -40,6 +40,42 @@ final class IndexSummaryTests: LoaderRulesTestCase {
         XCTAssertEqual(journal.count, DiskIndex.JournalRecord.put(EntryDigest(key: "x"), journaled).encodedSize)
         // And an entry without a summary keeps the record size it always had
         XCTAssertEqual(DiskIndex.JournalRecord.put(EntryDigest(key: "x"), entry(1, accessed: 0, summary: nil)).encodedSize, 13 + 40)
+    }
+
+    /// A variant stored for a user carries the user's digest (what forgetting a user reads); one
+    /// that names a user without the digest (flag 1 alone) reads as a summary whose variants are
+    /// not known, so a listing reads the entry file once and no user's variant is missed.
+    func testAVariantsUserIsSummarisedAndOneWithoutItsDigestIsNotKnown() throws {
+        func encoded(_ summary: EntrySummary) -> [UInt8] {
+            var bytes = [UInt8](repeating: 0, count: summary.encodedSize)
+            bytes.withUnsafeMutableBytes { buffer in
+                var writer = ByteWriter(buffer)
+                summary.encode(to: &writer)
+            }
+            return bytes
+        }
+        func decoded(_ bytes: [UInt8]) throws -> EntrySummary {
+            try bytes.withUnsafeBytes { buffer in
+                var reader = ByteReader(buffer)
+                return try EntrySummary.decode(&reader)
+            }
+        }
+        let signed = EntrySummary(key: "GET https://a.example/me", variants: [
+            .init(responseURL: "", statusCode: 200, bodyBytes: 5, responseDate: base, initialAge: 0, freshnessLifetime: 60,
+                  etag: nil, lastModified: nil, user: 0xA11CE),
+        ])
+        var bytes = encoded(signed)
+        let roundTripped = try decoded(bytes)
+        XCTAssertEqual(roundTripped, signed)
+        XCTAssertEqual(roundTripped.variants?.first?.user, 0xA11CE)
+        XCTAssertTrue(roundTripped.variants?.first?.hasCredentials == true)
+        // The same variant as a summary without the digest: flags 1 (a user), nothing after it.
+        XCTAssertEqual(bytes[bytes.count - 9], 9)
+        bytes[bytes.count - 9] = 1
+        bytes.removeLast(8)
+        let unknown = try decoded(bytes)
+        XCTAssertNil(unknown.variants, "not known: read from the entry file by the next listing")
+        XCTAssertEqual(encoded(unknown).count, unknown.encodedSize, "written again as what it is")
     }
 
     func testVersionOneAndDamagedSnapshotsAreRejected() {

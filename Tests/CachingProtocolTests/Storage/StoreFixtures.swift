@@ -66,7 +66,7 @@ enum Fixtures {
         body: Data,
         responseDate: Date = Date(timeIntervalSinceReferenceDate: 600_000_000),
         vary: [CacheEntry.VaryField] = [],
-        fingerprint: UInt64? = nil,
+        partition: Partition = .anonymous,
         userInfo: Data? = nil
     ) -> CacheEntry {
         CacheEntry(
@@ -84,7 +84,7 @@ enum Fixtures {
             initialAge: 3,
             freshnessLifetime: 600,
             varyFields: vary,
-            credentialFingerprint: fingerprint,
+            partition: partition,
             userInfo: userInfo
         )
     }
@@ -110,7 +110,7 @@ enum Fixtures {
                     CacheEntry.VaryField(name: "accept-encoding", value: "gzip"),
                     CacheEntry.VaryField(name: "accept-language", value: nil),
                 ],
-                fingerprint: 0xDEAD_BEEF_CAFE_F00D,
+                partition: Partition(user: 0xDEAD_BEEF_CAFE_F00D, judge: 0x0123_4567_89AB_CDEF),
                 userInfo: Data([0, 1, 2, 3, 255])
             ),
             entry(
