@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the Apple claim kit (Tests/CachingProtocolTests/AppleClaims) on a Mac and prints one row per
-# claim of Docs/foundation-facts.md (A1-A24) and of Docs/platforms.md's "What only a Mac can still
+# claim of Docs/foundation-facts.md (A1-A25) and of Docs/platforms.md's "What only a Mac can still
 # prove" (M1-M4): pass, FAIL, skipped, or not run. Written on Linux and never run on a Mac: see
 # Docs/platforms.md, "The Apple claim kit". Its reading of a log is tested on Linux by
 # Scripts/mac-verify-selftest.sh.
@@ -54,6 +54,7 @@ claims=(
     "A22|A22|all|URLSessionTask declares no public session (compile time); the task a protocol is asked about leads to no session delegate"
     "A23|A23|all|a session made from URLSessionConfiguration.default never consults a registered class; URLSession.shared does"
     "A24|A24|all|every load a URLSession starts has its task, so URLSession.shared shares what a session without a delegate stored"
+    "A25|A25|all|a Cookie the app set on its request is sent instead of the jar's; the jar's replace one in the session's additional headers; the app's own goes on to a redirect hop; through the layer the same"
     "M1|A14|all|server trust through the layer (the A14 tests)"
     "M2|M2|all|responds(to:) finds Swift delegates' challenge and redirect methods, async forms included; a task's own delegate is set when the system asks about the task"
     "M3|M3|all|a followed redirect never ends with the 3xx, over 1,000 runs, while the delegate decides and without one"

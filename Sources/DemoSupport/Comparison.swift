@@ -169,6 +169,8 @@ public struct Comparison: Sendable {
             switch action {
             case .change(let path):
                 site.change(path)
+            case .signIn(let user):
+                client.signIn(user, at: site.origin.baseURL)
             case .get(let path):
                 records.append(await perform("GET", path, body: nil, phase: phase, site: site, client: client,
                                              offline: offline, anomalies: &anomalies))
@@ -191,8 +193,14 @@ public struct Comparison: Sendable {
         let exchangesBefore = site.exchangeCount
         let bytesBefore = site.origin.totalBytesSent
         let eventsBefore = client.eventCount
+        let user = client.user
         var request = URLRequest(url: site.origin.url(path))
         request.httpMethod = method
+        if DemoSite.isAPI(path) {
+            // The app's API client signs each request with the user's token; the session cookie
+            // comes from the session's jar.
+            request.setValue(user.authorization, forHTTPHeaderField: "Authorization")
+        }
         if let body {
             request.httpBody = body
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
@@ -251,14 +259,16 @@ public struct Comparison: Sendable {
         }
         // Only a usable answer is judged (a made-up 504 carries no body to compare).
         let isAnswered = response.map { (200..<300).contains($0.statusCode) } ?? false
+        let isOtherUsers = isAnswered && Self.isOtherUsers(data, answeredTo: user)
         let freshness: Freshness = !isAnswered ? .current : Freshness.judge(
-            isCurrent: data == site.currentBody(path),
+            isCurrent: data == site.currentBody(path, for: user),
             contactedOrigin: !hops.isEmpty,
-            sinceConfirmation: site.lastConfirmation(of: path, amongFirst: exchangesBefore)
+            sinceConfirmation: site.lastConfirmation(of: path, for: user, amongFirst: exchangesBefore)
                 .map { site.clock.now.timeIntervalSince($0) },
             window: rule.reuseWindow(policy: contract(for: client.kind)))
         return RequestRecord(
             phase: phase.name,
+            user: user.name,
             offset: phase.offset,
             method: method,
             path: path,
@@ -269,12 +279,19 @@ public struct Comparison: Sendable {
             hops: hops,
             originBytes: site.origin.totalBytesSent - bytesBefore,
             isCurrent: isAnswered && freshness == .current,
-            isAllowedStale: freshness == .allowedStale,
-            isWrong: freshness == .wrong,
+            isAllowedStale: freshness == .allowedStale && !isOtherUsers,
+            isWrong: freshness == .wrong || isOtherUsers,
+            isOtherUsers: isOtherUsers,
             cacheOutcome: event.map { "\($0.outcome)" },
             cacheStatus: cacheStatus,
             milliseconds: milliseconds,
             failure: failure)
+    }
+
+    /// Whether `body`, answered to `user`, is a document the origin made for another user (the
+    /// profile and the feed are each user's own, `DemoContent.owner(of:)`).
+    static func isOtherUsers(_ body: Data, answeredTo user: DemoUser) -> Bool {
+        DemoContent.owner(of: body).map { $0 != user.name } ?? false
     }
 
     /// A short reason for a failed request, e.g. "cannot connect".
@@ -292,11 +309,15 @@ public struct Comparison: Sendable {
 
     // MARK: Rules and revalidation
 
+    /// One trace per rule, from the requests of the user the session starts with: the rules are
+    /// about one resource over time, and another user's first requests are that user's misses.
     func ruleTraces(for client: ClientResult) -> [RuleTrace] {
+        let firstUser = client.records.first?.user
+        let own = client.records.filter { $0.user == firstUser }
         var seen: [String] = []
-        for record in client.records where !seen.contains(record.path) { seen.append(record.path) }
+        for record in own where !seen.contains(record.path) { seen.append(record.path) }
         return seen.compactMap { path -> RuleTrace? in
-            let records = client.records.filter { $0.path == path }
+            let records = own.filter { $0.path == path }
             guard let rule = records.first?.rule else { return nil }
             let policy = policy(for: client.kind)
             return RuleTrace(rule: rule, title: rule.title(policy: policy), treatment: rule.treatment(policy: policy),

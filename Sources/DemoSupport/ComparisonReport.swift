@@ -63,6 +63,8 @@ public struct OriginHop: Sendable, Equatable, Codable {
 /// One client request and everything measured about it.
 public struct RequestRecord: Sendable, Equatable {
     public var phase: String
+    /// The user signed in when the request was sent (``DemoUser/name``).
+    public var user: String
     /// Seconds after launch on the simulated clock.
     public var offset: TimeInterval
     public var method: String
@@ -80,8 +82,10 @@ public struct RequestRecord: Sendable, Equatable {
     public var isCurrent: Bool
     /// An older body, served inside the reuse window the contract grants (not a wrong answer).
     public var isAllowedStale: Bool
-    /// An older body the contract says must not be served.
+    /// An older body the contract says must not be served, or another user's (`isOtherUsers`).
     public var isWrong: Bool
+    /// A body the origin made for another user than `user`.
+    public var isOtherUsers: Bool
     /// The protocol's own account (`CacheEvent.Outcome`), nil for other clients.
     public var cacheOutcome: String?
     /// The `Cache-Status` header the app saw, if any.
@@ -131,6 +135,8 @@ public struct ClientResult: Sendable {
     public var fetched: Int { count(.fetched) }
     public var failed: Int { count(.failed) }
     public var wrongAnswers: Int { records.filter(\.isWrong).count }
+    /// Answers with a body the origin made for another user (counted in ``wrongAnswers`` too).
+    public var otherUsersAnswers: Int { records.filter(\.isOtherUsers).count }
     public var allowedStale: Int { records.filter(\.isAllowedStale).count }
     /// Bytes on the wire both ways: ``originBytes`` down plus ``originBytesReceived`` up.
     public var bytesMoved: Int { originBytes + originBytesReceived }

@@ -4,7 +4,9 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// One client of the comparison: a session and what it needs torn down afterwards.
+/// One client of the comparison: a session and what it needs torn down afterwards, and the user
+/// signed in (``DemoUser/alice`` first): the app puts the user's token on each API request, and
+/// the session's own cookie jar holds the user's session cookie.
 ///
 /// The plain and URLCache clients are built from `URLSessionConfiguration.default` without the
 /// protocol (the Demo never calls `register`, so nothing puts it there). The protocol clients
@@ -20,6 +22,9 @@ final class DemoClient: Sendable {
     let caching: CachingConfiguration?
     private let foundationCache: URLCache?
     private let events = Locked<[CacheEvent]>([])
+    private let signedIn = Locked(DemoUser.alice)
+    /// The session's cookie jar, its own: clients run side by side in one process.
+    private let cookieJar: HTTPCookieStorage?
     /// Set when a session meant to bypass the protocol would have used it.
     let setupProblem: String?
 
@@ -27,6 +32,8 @@ final class DemoClient: Sendable {
         self.kind = kind
         let configuration = URLSessionConfiguration.default
         configuration.timeoutIntervalForRequest = 10
+        configuration.httpCookieStorage = URLSessionConfiguration.ephemeral.httpCookieStorage
+        cookieJar = configuration.httpCookieStorage
         var setupProblem: String?
         switch kind {
         case .noCache:
@@ -73,6 +80,25 @@ final class DemoClient: Sendable {
         }
         self.setupProblem = setupProblem
         session = URLSession(configuration: configuration)
+        signIn(.alice, at: site.origin.baseURL)
+    }
+
+    /// The user signed in.
+    var user: DemoUser { signedIn.withLock { $0 } }
+
+    /// Signs `user` in, as an app does after a login: the last user's session cookie leaves the
+    /// jar and the user's goes in, for the whole site at `origin` (`Path=/`, as sites set session
+    /// cookies; corelibs' jar ignores a cookie's path anyway, Docs/foundation-facts.md, L16), and
+    /// the API requests from here on carry the user's token.
+    func signIn(_ user: DemoUser, at origin: URL) {
+        for cookie in cookieJar?.cookies ?? [] where cookie.name == "session" {
+            cookieJar?.deleteCookie(cookie)
+        }
+        cookieJar?.setCookie(HTTPCookie(properties: [
+            .domain: origin.host ?? "127.0.0.1", .path: "/", .name: "session",
+            .value: user.sessionID,
+        ])!)
+        signedIn.withLock { $0 = user }
     }
 
     var eventCount: Int { events.withLock { $0.count } }

@@ -84,6 +84,28 @@ public enum DemoRule: String, Sendable, CaseIterable, Codable {
     }
 }
 
+/// An account of the demo app. The API (every path under `/api/`) answers only requests that
+/// carry the user's bearer token and session cookie (sent to the whole site), and the profile and
+/// the feed are the user's own, marked with its name (`"owner":"alice"`), so an answer can be
+/// told to be another user's.
+public struct DemoUser: Sendable, Equatable {
+    public let name: String
+
+    public init(name: String) {
+        self.name = name
+    }
+
+    /// The value of the `Authorization` field the app sends with each API request.
+    var authorization: String { "Bearer token-of-\(name)" }
+    /// The value of the session cookie (`session`) the app keeps in its session's jar.
+    var sessionID: String { "session-of-\(name)" }
+
+    /// The user the app starts signed in as, and the one it switches to.
+    public static let alice = DemoUser(name: "alice")
+    public static let bob = DemoUser(name: "bob")
+    static let all = [alice, bob]
+}
+
 /// One route of the demo site.
 public struct SiteRoute: Sendable, Equatable {
     public let rule: DemoRule
@@ -98,6 +120,8 @@ struct OriginExchange: Sendable, Equatable {
     var status: Int
     /// The validator header the request carried (`If-None-Match` wins), nil for none.
     var validator: String?
+    /// Whose credentials an API request carried (nil: none, or another path).
+    var user: String?
     /// The origin's clock when the request arrived.
     var at: Date
 }
@@ -107,6 +131,8 @@ struct OriginExchange: Sendable, Equatable {
 ///
 /// Every route is a handler wrapping an `OriginResource` (or generating its body), so each
 /// response's status is logged next to `LoopbackOrigin`'s own request log and byte counters.
+/// An API request without a user's bearer token and session cookie (both the same user's) gets
+/// `403`; the profile and the feed are each user's own.
 final class DemoSite: Sendable {
     static let catalogMaxAge = 600
     /// How long before launch the terms page was last modified. Five hours: RFC 9111's heuristic
@@ -119,7 +145,10 @@ final class DemoSite: Sendable {
     let launch: Date
     let origin: LoopbackOrigin
     let routes: [SiteRoute]
+    /// The resources every user gets, by path.
     private let resources: [String: OriginResource]
+    /// The resources that are each user's own, by path and user name.
+    private let usersResources: [String: [String: OriginResource]]
     private let exchanges = Locked<[OriginExchange]>([])
     private let likes = Locked<(count: Int, lastBody: Data)>((0, Data()))
 
@@ -131,6 +160,12 @@ final class DemoSite: Sendable {
     static let feedPath = "/api/feed.json"
     static let likePath = "/api/like"
     static let profilePath = "/api/profile.json"
+    /// Where the API starts: requests under it carry the user's credentials.
+    static let apiPrefix = "/api/"
+
+    static func isAPI(_ path: String) -> Bool {
+        path.hasPrefix(apiPrefix)
+    }
 
     /// Starts the origin on a fresh port with its clock at `launch`, its responses going
     /// through `network` (nil: none).
@@ -155,9 +190,12 @@ final class DemoSite: Sendable {
                 etag: .none, lastModified: .none, headers: [HTTPField("Cache-Control", "no-cache")]),
             Self.avatarPath: OriginResource(
                 body: DemoContent.png(bytes: 40_000), contentType: "image/png", etag: .none, lastModified: .none),
-            Self.profilePath: OriginResource(
-                body: DemoContent.json("profile v1", bytes: 4_000), contentType: "application/json",
-                etag: .automatic, lastModified: .none),
+        ]
+        usersResources = [
+            Self.profilePath: Dictionary(uniqueKeysWithValues: DemoUser.all.map { user in
+                (user.name, OriginResource(body: DemoContent.json("profile v1", bytes: 4_000, owner: user.name),
+                                           contentType: "application/json", etag: .automatic, lastModified: .none))
+            }),
         ]
         routes = [
             SiteRoute(rule: .etag, path: Self.configPath),
@@ -169,39 +207,57 @@ final class DemoSite: Sendable {
             SiteRoute(rule: .post, path: Self.likePath),
             SiteRoute(rule: .changing, path: Self.profilePath),
         ]
-        for (path, resource) in resources {
-            origin.handle(path) { [exchanges] request in
-                let response = resource.response(to: request)
-                exchanges.withLock { $0.append(OriginExchange(request, status: response.status)) }
-                return response
-            }
-        }
-        origin.handle(Self.feedPath) { [exchanges, clock] request in
-            let response: OriginResponse
-            if request.method == "GET" || request.method == "HEAD" {
-                response = OriginResponse(headers: [HTTPField("Content-Type", "application/json")],
-                                          body: DemoContent.feed(at: clock.now))
-            } else {
-                response = OriginResponse(status: 405, headers: [HTTPField("Allow", "GET, HEAD")])
-            }
-            exchanges.withLock { $0.append(OriginExchange(request, status: response.status)) }
+        let exchanges = self.exchanges
+        /// Answers `request` with `answer` for its user — for an API path only a user whose
+        /// token and cookie it carries, else `403` — and logs the exchange.
+        @Sendable func handle(_ request: OriginRequest, _ answer: (DemoUser?) -> OriginResponse) -> OriginResponse {
+            let user = Self.user(of: request)
+            let response = Self.isAPI(request.path) && user == nil
+                ? OriginResponse(status: 403, headers: [HTTPField("Content-Type", "text/plain")], body: Data("sign in".utf8))
+                : answer(user)
+            exchanges.withLock { $0.append(OriginExchange(request, status: response.status, user: user?.name)) }
             return response
         }
-        origin.handle(Self.likePath) { [exchanges, likes] request in
-            let response: OriginResponse
-            if request.method == "POST" {
+        for (path, resource) in resources {
+            origin.handle(path) { request in handle(request) { _ in resource.response(to: request) } }
+        }
+        for (path, byUser) in usersResources {
+            origin.handle(path) { request in
+                handle(request) { user in byUser[user?.name ?? ""]?.response(to: request) ?? OriginResponse(status: 404) }
+            }
+        }
+        origin.handle(Self.feedPath) { [clock] request in
+            handle(request) { user in
+                guard request.method == "GET" || request.method == "HEAD" else {
+                    return OriginResponse(status: 405, headers: [HTTPField("Allow", "GET, HEAD")])
+                }
+                return OriginResponse(headers: [HTTPField("Content-Type", "application/json")],
+                                      body: DemoContent.feed(at: clock.now, owner: user?.name ?? ""))
+            }
+        }
+        origin.handle(Self.likePath) { [likes] request in
+            handle(request) { _ in
+                guard request.method == "POST" else {
+                    return OriginResponse(status: 405, headers: [HTTPField("Allow", "POST")])
+                }
                 let body = likes.withLock { state -> Data in
                     state.count += 1
                     let post = String(decoding: request.body, as: UTF8.self)
                     state.lastBody = Data("{\"request\":\(post.isEmpty ? "null" : post),\"likes\":\(state.count)}".utf8)
                     return state.lastBody
                 }
-                response = OriginResponse(headers: [HTTPField("Content-Type", "application/json")], body: body)
-            } else {
-                response = OriginResponse(status: 405, headers: [HTTPField("Allow", "POST")])
+                return OriginResponse(headers: [HTTPField("Content-Type", "application/json")], body: body)
             }
-            exchanges.withLock { $0.append(OriginExchange(request, status: response.status)) }
-            return response
+        }
+    }
+
+    /// The user whose bearer token and session cookie `request` carries, both the same user's;
+    /// nil otherwise.
+    static func user(of request: OriginRequest) -> DemoUser? {
+        guard let authorization = request.header("Authorization"), let cookie = request.header("Cookie") else { return nil }
+        let cookies = cookie.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+        return DemoUser.all.first { user in
+            authorization == user.authorization && cookies.contains("session=\(user.sessionID)")
         }
     }
 
@@ -221,18 +277,25 @@ final class DemoSite: Sendable {
     /// Seconds since launch on the site's clock.
     var offset: TimeInterval { clock.now.timeIntervalSince(launch) }
 
-    /// Changes the body of the resource at `path` (a new ETag comes with it).
+    /// Changes the body of the resource at `path` (a new ETag comes with it), every user's when
+    /// it is each user's own.
     func change(_ path: String) {
-        guard let resource = resources[path] else { return }
-        resource.update(body: DemoContent.json("\(path) changed at +\(DurationText.label(offset))", bytes: resource.body.count))
+        let name = "\(path) changed at +\(DurationText.label(offset))"
+        if let resource = resources[path] {
+            resource.update(body: DemoContent.json(name, bytes: resource.body.count))
+        }
+        for (user, resource) in usersResources[path] ?? [:] {
+            resource.update(body: DemoContent.json(name, bytes: resource.body.count, owner: user))
+        }
     }
 
-    /// What the origin serves at `path` right now: the current representation of a resource or
-    /// the feed, and for the POST endpoint the body of the latest POST.
-    func currentBody(_ path: String) -> Data {
-        if path == Self.feedPath { return DemoContent.feed(at: clock.now) }
+    /// What the origin serves `user` at `path` right now: the current representation of a
+    /// resource (the user's own where each has one) or the feed, and for the POST endpoint the
+    /// body of the latest POST.
+    func currentBody(_ path: String, for user: DemoUser) -> Data {
+        if path == Self.feedPath { return DemoContent.feed(at: clock.now, owner: user.name) }
         if path == Self.likePath { return likes.withLock { $0.lastBody } }
-        return resources[path]?.body ?? Data()
+        return (usersResources[path]?[user.name] ?? resources[path])?.body ?? Data()
     }
 
     /// How many exchanges have been logged.
@@ -243,20 +306,23 @@ final class DemoSite: Sendable {
         exchanges.withLock { Array($0[min(start, $0.count)...]) }
     }
 
-    /// When the origin last sent or confirmed the representation at `path` (a 200 or a 304),
-    /// among the first `count` exchanges.
-    func lastConfirmation(of path: String, amongFirst count: Int) -> Date? {
+    /// When the origin last sent or confirmed the representation at `path` (a 200 or a 304) to
+    /// `user`, among the first `count` exchanges.
+    func lastConfirmation(of path: String, for user: DemoUser, amongFirst count: Int) -> Date? {
         exchanges.withLock { log in
-            log.prefix(count).last { $0.path == path && ($0.status == 200 || $0.status == 304) }?.at
+            log.prefix(count).last {
+                $0.path == path && ($0.status == 200 || $0.status == 304) && (!Self.isAPI(path) || $0.user == user.name)
+            }?.at
         }
     }
 }
 
 extension OriginExchange {
-    init(_ request: OriginRequest, status: Int) {
+    init(_ request: OriginRequest, status: Int, user: String?) {
         method = request.method
         path = request.path
         self.status = status
+        self.user = user
         validator = request.header("If-None-Match") != nil ? "If-None-Match"
             : request.header("If-Modified-Since") != nil ? "If-Modified-Since" : nil
         at = request.receivedAt
@@ -265,9 +331,10 @@ extension OriginExchange {
 
 /// Deterministic bodies of realistic sizes, so every run sends the same bytes.
 enum DemoContent {
-    /// A JSON document of about `bytes` bytes (never less).
-    static func json(_ name: String, bytes: Int) -> Data {
-        var text = "{\"name\":\"\(name)\",\"items\":["
+    /// A JSON document of about `bytes` bytes (never less); one that is a user's own starts with
+    /// its `owner` (`owner(of:)`).
+    static func json(_ name: String, bytes: Int, owner: String? = nil) -> Data {
+        var text = (owner.map { "{\"owner\":\"\($0)\"," } ?? "{") + "\"name\":\"\(name)\",\"items\":["
         var index = 0
         while text.utf8.count < bytes - 2 {
             if index > 0 { text += "," }
@@ -294,10 +361,19 @@ enum DemoContent {
         return data
     }
 
-    /// The feed as the origin generates it at `date`: new on every request a second apart.
-    static func feed(at date: Date) -> Data {
+    /// The user whose own document `body` is (it starts with `{"owner":"<name>"`), or nil.
+    static func owner(of body: Data) -> String? {
+        let prefix = Data("{\"owner\":\"".utf8)
+        guard body.starts(with: prefix) else { return nil }
+        let rest = body.dropFirst(prefix.count)
+        guard let end = rest.firstIndex(of: UInt8(ascii: "\"")) else { return nil }
+        return String(decoding: rest[..<end], as: UTF8.self)
+    }
+
+    /// `owner`'s feed as the origin generates it at `date`: new on every request a second apart.
+    static func feed(at date: Date, owner: String) -> Data {
         let stamp = String(Int(date.timeIntervalSince1970))
-        var text = "{\"generated\":\(stamp),\"posts\":["
+        var text = "{\"owner\":\"\(owner)\",\"generated\":\(stamp),\"posts\":["
         for index in 0..<60 {
             if index > 0 { text += "," }
             text += "{\"id\":\(index),\"text\":\"post \(index) as of \(stamp)\",\"likes\":\((index * 31) % 97)}"
@@ -306,10 +382,11 @@ enum DemoContent {
     }
 }
 
-/// Short human labels for durations: "10 s", "30 min", "1 h", "2 d".
+/// Short human labels for durations: "10 s", "30 min", "1 h", "2 d", "8 d 10 min".
 enum DurationText {
     static func label(_ seconds: TimeInterval) -> String {
         let value = Int(seconds.rounded())
+        if value > 86_400, value % 86_400 != 0 { return "\(value / 86_400) d " + label(TimeInterval(value % 86_400)) }
         if value != 0, value % 86_400 == 0 { return "\(value / 86_400) d" }
         if value != 0, value % 3_600 == 0 { return "\(value / 3_600) h" }
         if value >= 300, value % 60 == 0 { return "\(value / 60) min" }

@@ -2,7 +2,7 @@ import Foundation
 
 /// The comparison as JSON for scripts: the network, a top-level `clients` array (each with
 /// `name`, `originRequests` keyed by method, `originBytes`, `originBytesReceived`, `fromCache`,
-/// `revalidated`, `fetched`, `wrongAnswers`, `waitedSeconds`, `offline`, `phases`, plus a few
+/// `revalidated`, `fetched`, `wrongAnswers`, `otherUsersAnswers`, `waitedSeconds`, `offline`, `phases`, plus a few
 /// extras), the per-rule lines of a heuristic client and of the header-only client, the
 /// revalidation costs, the date and the scenario. Keys are sorted, so the
 /// output is stable; ``decode(_:)`` reads it back.
@@ -57,6 +57,8 @@ public enum ReportJSON {
         public var fetched: Int
         public var failed: Int
         public var wrongAnswers: Int
+        /// Answers with a body the origin made for another user (counted in `wrongAnswers` too).
+        public var otherUsersAnswers: Int
         public var allowedStale: Int
         public var waitedSeconds: Double
         /// Median milliseconds per answer kind ("fromCache", "revalidated", "fetched"), for the
@@ -122,9 +124,7 @@ public enum ReportJSON {
                 requestsPerClient: report.scenario.requestCount,
                 phases: report.scenario.phases.map { PhaseJSON(name: $0.name, offsetSeconds: $0.offset) },
                 offlinePhase: report.scenario.offline.map { PhaseJSON(name: $0.name, offsetSeconds: $0.offset) },
-                offlineRequestsPerClient: report.scenario.offline?.actions.filter {
-                    if case .change = $0 { return false } else { return true }
-                }.count ?? 0),
+                offlineRequestsPerClient: report.scenario.offline?.actions.filter(\.isRequest).count ?? 0),
             clients: report.clients.map { client in
                 var medians: [String: Double] = [:]
                 for kind in [AnswerKind.fromCache, .revalidated, .fetched] {
@@ -136,7 +136,8 @@ public enum ReportJSON {
                     originBodyBytes: client.originBodyBytes, originBytesReceived: client.originBytesReceived,
                     bytesMoved: client.bytesMoved, originConnections: client.originConnections,
                     fromCache: client.fromCache, revalidated: client.revalidated, fetched: client.fetched,
-                    failed: client.failed, wrongAnswers: client.wrongAnswers, allowedStale: client.allowedStale,
+                    failed: client.failed, wrongAnswers: client.wrongAnswers,
+                    otherUsersAnswers: client.otherUsersAnswers, allowedStale: client.allowedStale,
                     waitedSeconds: rounded(client.waitedSeconds), medianMilliseconds: medians,
                     seconds: rounded(client.seconds), cacheBytes: client.cacheBytes,
                     offline: client.offline.map(offline), offlineSwitched: client.offlineSwitched.map(offline),
@@ -161,7 +162,8 @@ public enum ReportJSON {
                 "fromCache": "answered without contacting the origin",
                 "revalidated": "the origin confirmed the stored body (304, or a HEAD with the same validators)",
                 "fetched": "the body came from the origin",
-                "wrongAnswers": "a body other than the origin's current one when the client's own rules say it must be current (the heuristic policy for the heuristic clients, the .rfc9111 preset for the others)",
+                "wrongAnswers": "a body other than the origin's current one when the client's own rules say it must be current (the heuristic policy for the heuristic clients, the .rfc9111 preset for the others), or one the origin made for another user",
+                "otherUsersAnswers": "answers with a body the origin made for another user than the one signed in (the profile and the feed are each user's own; the scenario switches accounts)",
                 "allowedStale": "an older body served inside the reuse window the client's own rules grant",
                 "waitedSeconds": "the time from each request to its answer, summed over the client's requests (sent one at a time)",
                 "medianMilliseconds": "the median time from request to answer, per kind of answer",

@@ -19,6 +19,7 @@ public enum ReportText {
         var phases = scenario.phases.map(\.name)
         if let offline = scenario.offline { phases.append(offline.name) }
         lines.append("phases: " + phases.joined(separator: " · "))
+        lines.append(usersLine(scenario))
         lines.append("")
         lines.append(contentsOf: table(report.clients))
         if report.clients.contains(where: storedNothing) {
@@ -72,14 +73,27 @@ public enum ReportText {
         return lines.joined(separator: "\n") + "\n"
     }
 
+    /// Who is signed in, e.g. "signed in: alice, bob from account switch +8 d 10 min (every /api/
+    /// request carries the user's bearer token and session cookie)".
+    static func usersLine(_ scenario: Scenario) -> String {
+        var users = [DemoUser.alice.name]
+        for phase in scenario.phases + (scenario.offline.map { [$0] } ?? []) {
+            for case .signIn(let user) in phase.actions {
+                users.append("\(user.name) from \(phase.name)")
+            }
+        }
+        return "signed in: " + users.joined(separator: ", ")
+            + " (every \(DemoSite.apiPrefix) request carries the user's bearer token, every request the session cookie)"
+    }
+
     static let legend = [
         "origin requests: what the origin's request log received, by method. bytes on the wire: every byte the",
         "  origin wrote (down: status lines, headers, bodies) and read (up: the requests). cache / reval. / fetched:",
         "  requests answered without the origin, after the origin confirmed the stored body (304), with a body from",
         "  the origin. wrong: a body that was not the origin's current one when the client's own rules say it must",
-        "  be. stale ok: an older body inside the window those rules grant (the ETag day, the no-cache minute…), not",
-        "  wrong. app waited: the time from each request to its answer, summed over the client's requests (one at a",
-        "  time).",
+        "  be, or one the origin made for another user (profile and feed are each user's own). stale ok: an older",
+        "  body inside the window those rules grant (the ETag day, the no-cache minute…), not wrong. app waited: the",
+        "  time from each request to its answer, summed over the client's requests (one at a time).",
     ]
 
     static let headerOnlyLegend = [
@@ -340,8 +354,10 @@ public enum ReportText {
             var text = "\(run.count)× from cache (\(span))"
             let older = run.filter(\.isAllowedStale).count
             if older > 0 { text += ", \(older) of them the older body, inside the window" }
-            let wrong = run.filter(\.isWrong).count
+            let wrong = run.filter { $0.isWrong && !$0.isOtherUsers }.count
             if wrong > 0 { text += ", \(wrong) WRONG (stale)" }
+            let otherUsers = run.filter(\.isOtherUsers).count
+            if otherUsers > 0 { text += ", \(otherUsers) WRONG (another user's body)" }
             parts.append(text)
             run = []
         }
@@ -358,7 +374,7 @@ public enum ReportText {
             } else if record.hops.first?.validator != nil, record.answer == .fetched {
                 text += record.isCurrent ? ", new body" : ""
             }
-            if record.isWrong { text += ", WRONG (stale body)" }
+            if record.isWrong { text += record.isOtherUsers ? ", WRONG (another user's body)" : ", WRONG (stale body)" }
             parts.append(text)
         }
         flushRun()

@@ -1,7 +1,10 @@
 import Foundation
 
 /// The app session every client replays: phases at fixed offsets on the simulated clock, each a
-/// list of requests (and, once, a change at the origin).
+/// list of requests (and, once, a change at the origin, and an account switch). The app starts
+/// signed in as ``DemoUser/alice``: every API request carries her bearer token (set on the
+/// request by the app), and every request her session cookie (in the session's cookie jar), as
+/// a real app's do.
 public struct Scenario: Sendable {
     /// Something that happens in a phase.
     public enum Action: Sendable, Equatable {
@@ -9,6 +12,17 @@ public struct Scenario: Sendable {
         case post(String, body: String)
         /// The origin changes the resource at this path (the app does nothing).
         case change(String)
+        /// The app signs out and this user signs in: from here on its API requests carry the
+        /// user's token, and its cookie jar the user's session cookie instead of the last one's.
+        case signIn(DemoUser)
+
+        /// Whether the action is a request the app sends.
+        var isRequest: Bool {
+            switch self {
+            case .get, .post: return true
+            case .change, .signIn: return false
+            }
+        }
     }
 
     public struct Phase: Sendable, Equatable {
@@ -39,15 +53,16 @@ public struct Scenario: Sendable {
     /// Requests one client sends.
     public var requestCount: Int {
         phases.reduce(0) { count, phase in
-            count + phase.actions.filter { if case .change = $0 { return false } else { return true } }.count
+            count + phase.actions.filter(\.isRequest).count
         }
     }
 
     /// The session the Demo replays: an app launch, a pull-to-refresh burst of three pulls ten
     /// seconds apart (two of them followed by a "like"), the profile edited elsewhere half-way,
-    /// then the app opened again after an hour, after two days and after eight days; an hour
-    /// after that last return the network is gone and the app opens once more, sending its launch
-    /// requests and a like.
+    /// then the app opened again after an hour, after two days and after eight days; ten minutes
+    /// after that last return another user signs in on the same device (an account switch) and
+    /// the app loads everything for them; an hour after that return the network is gone and the
+    /// app opens once more, sending its launch requests and a like.
     public static let standard: Scenario = {
         let everything: [Action] = [
             .get(DemoSite.configPath), .get(DemoSite.catalogPath), .get(DemoSite.termsPath),
@@ -68,6 +83,7 @@ public struct Scenario: Sendable {
             Phase(name: "return +1 h", offset: 3_600, actions: everything),
             Phase(name: "return +2 d", offset: 2 * day, actions: everything),
             Phase(name: "return +8 d", offset: 8 * day, actions: everything),
+            Phase(name: "account switch +8 d 10 min", offset: 8 * day + 600, actions: [.signIn(.bob)] + everything),
         ], offline: Phase(name: "offline +8 d 1 h", offset: 8 * day + 3_600,
                           actions: everything + [.post(DemoSite.likePath, body: "{\"post\":19}")]))
     }()

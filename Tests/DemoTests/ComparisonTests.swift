@@ -23,6 +23,12 @@ final class ComparisonTests: LoaderRulesTestCase {
             XCTAssertEqual(client.phases.map(\.originRequests).reduce(0, +), client.originRequestTotal, client.name)
             XCTAssertEqual(client.phases.map(\.requests).reduce(0, +), client.records.count, client.name)
             XCTAssertEqual(client.phases.map(\.originBytes).reduce(0, +), client.originBytes, client.name)
+            // Nobody got a body the origin made for another user, through the account switch and offline.
+            XCTAssertEqual(client.otherUsersAnswers, 0, client.name)
+            XCTAssertEqual(client.offline?.records.filter(\.isOtherUsers).count ?? 0, 0, client.name)
+            let bob = client.records.filter { $0.user == DemoUser.bob.name }
+            XCTAssertEqual(bob.map(\.phase).first, "account switch +8 d 10 min", client.name)
+            XCTAssertTrue(bob.allSatisfy { $0.isCurrent }, "\(client.name): bob gets his own, current bodies")
         }
         return report
     }
@@ -145,7 +151,9 @@ final class ComparisonTests: LoaderRulesTestCase {
         let report = try await runComparison()
         let headerOnly = try XCTUnwrap(report.client(.cachingProtocolRFC9111))
         let get200 = OriginHop(method: "GET", status: 200, validator: nil)
-        func records(_ path: String) -> [RequestRecord] { headerOnly.records.filter { $0.path == path } }
+        func records(_ path: String) -> [RequestRecord] {
+            headerOnly.records.filter { $0.path == path && $0.user == DemoUser.alice.name }
+        }
 
         // Then the header-only client's own account matches the origin's log (runComparison), it
         // never serves an older body, and it revalidates with conditional GETs only
@@ -174,7 +182,7 @@ final class ComparisonTests: LoaderRulesTestCase {
         // max-age: the same as the heuristic rules
         let catalog = records(DemoSite.catalogPath).map(\.hops)
         XCTAssertEqual(catalog, try XCTUnwrap(report.client(.cachingProtocolConditionalGet)).records
-            .filter { $0.path == DemoSite.catalogPath }.map(\.hops))
+            .filter { $0.path == DemoSite.catalogPath && $0.user == DemoUser.alice.name }.map(\.hops))
         // the changed profile: seen at the first check after the change
         let profile = try XCTUnwrap(records(DemoSite.profilePath).first { $0.offset == 3_600 })
         XCTAssertEqual(profile.hops, [OriginHop(method: "GET", status: 200, validator: "If-None-Match")])
@@ -192,7 +200,9 @@ final class ComparisonTests: LoaderRulesTestCase {
         for kind in [ClientKind.cachingProtocolHead, .cachingProtocolConditionalGet] {
             let standings = report.standings(of: kind, against: .cachingProtocolRFC9111)
             XCTAssertEqual(standings.map(\.ours.phase), headerOnly.phases.map(\.phase))
-            XCTAssertEqual(standings.filter { $0.standing == .same }.map(\.ours.phase), ["launch", "return +8 d"], kind.name)
+            // (and at the account switch: nothing is stored for the new user yet)
+            XCTAssertEqual(standings.filter { $0.standing == .same }.map(\.ours.phase),
+                           ["launch", "return +8 d", "account switch +8 d 10 min"], kind.name)
             XCTAssertEqual(standings.filter { $0.standing == .ahead }.map(\.ours.phase),
                            burst + ["return +1 h", "return +2 d"], kind.name)
             // Request by request, the header-only client did better on the changed profile only:
@@ -217,7 +227,7 @@ final class ComparisonTests: LoaderRulesTestCase {
         XCTAssertFalse(text.contains("Anomalies"))
         XCTAssertTrue(text.contains("CachingProtocol (HEAD) against header-only (CachingProtocol .rfc9111): "), text)
         XCTAssertTrue(text.contains("CachingProtocol (conditional GET): ahead at +10 s, +20 s, +30 s, +1 h, +2 d; "
-                                    + "the same at launch, +8 d; behind nowhere"), text)
+                                    + "the same at launch, +8 d, +8 d 10 min; behind nowhere"), text)
         XCTAssertTrue(text.contains("  1 ETag  /api/config.json  — heuristic: 1 d window; header-only: revalidated on every use"))
         #if os(Linux)
         // Foundation's URLCache stores nothing through URLSession here: the row says so.

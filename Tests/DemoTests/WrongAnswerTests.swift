@@ -23,6 +23,17 @@ final class WrongAnswerTests: LoaderRulesTestCase {
         }
     }
 
+    /// A body the origin made for one user counts as wrong when another user gets it.
+    func testAnotherUsersBodyIsCaught() {
+        let alicesProfile = DemoContent.json("profile v1", bytes: 4_000, owner: DemoUser.alice.name)
+        let alicesFeed = DemoContent.feed(at: Date(timeIntervalSince1970: 1_700_000_000), owner: DemoUser.alice.name)
+        for body in [alicesProfile, alicesFeed] {
+            XCTAssertTrue(Comparison.isOtherUsers(body, answeredTo: .bob))
+            XCTAssertFalse(Comparison.isOtherUsers(body, answeredTo: .alice))
+        }
+        XCTAssertFalse(Comparison.isOtherUsers(DemoContent.json("config", bytes: 8_000), answeredTo: .bob), "a body for everyone")
+    }
+
     func testACacheThatKeepsETagResourcesTooLongIsCaught() async throws {
         // Given the protocol configured with a 30-day ETag window, judged by the default contract
         let comparison = Comparison(clients: [.cachingProtocolHead],

@@ -45,7 +45,9 @@ public struct CacheEvent: Sendable {
     public var duration: TimeInterval
     /// Why the response the origin sent for this request was not stored (`no-store`, its
     /// status, its size, `Vary: *`, credentials, …), or nil: it was stored, or nothing was
-    /// fetched (a hit, a `304`, a failure). Set for every load that shared the fetch.
+    /// fetched (a hit, a failure, a `304` whose fields allow storing the confirmed response).
+    /// Set for every load that shared the fetch. The answer's `Cache-Status` names it too
+    /// (`detail=noStore`), unless ``CachingConfiguration/addsCacheStatus`` is off.
     public var notStoredReason: NotStoredReason? = nil
 }
 

@@ -48,7 +48,9 @@ public struct CachingConfiguration: Sendable {
     public var now: @Sendable () -> Date { didSet { identity = Identity() } }
     /// Whether answers carry a `Cache-Status` header (RFC 9211) naming this cache: `CachingProtocol; hit`
     /// for a fresh hit, `CachingProtocol; hit; ttl=-30; detail=stale` for a stale one,
-    /// `CachingProtocol; fwd=uri-miss; fwd-status=200; stored; ttl=600` for a miss. Default true.
+    /// `CachingProtocol; fwd=uri-miss; fwd-status=200; stored; ttl=600` for a miss, and for an
+    /// answer the cache did not store, why not: `CachingProtocol; fwd=uri-miss; fwd-status=200;
+    /// detail=noStore` (the ``NotStoredReason`` its ``CacheEvent`` carries). Default true.
     /// Besides it, a response served from the cache carries the `Age` HTTP requires of a cache
     /// (RFC 9111 §5.1): how long ago the origin produced it, in seconds; nothing else is added.
     public var addsCacheStatus: Bool { didSet { identity = Identity() } }

@@ -27,7 +27,9 @@ extension CacheEngine {
             let reason = CachingError(.notCacheable, "cachedThenFresh needs a GET the cache may answer (no app validators, no Range, no no-store, no bypass rule)")
             return continuation.finish(throwing: reason)
         }
-        let request = partitioned(CacheRequest(settings.apply(to: urlRequest), key: key), from: settings)
+        let sent = settings.apply(to: urlRequest)
+        let request = partitioned(CacheRequest(sent, key: key, cookieIsSessions: SessionSettings.cookieIsSessions(in: sent, madeFrom: urlRequest)),
+                                  from: settings)
         let now = configuration.now()
         let stored = CachingPolicy.matchingVariant(in: store.record(forKey: key), for: request)
         if let stored, CachingPolicy.followedRedirectStatuses.contains(stored.statusCode) {

@@ -47,10 +47,13 @@ extension CacheEngine {
     /// that session's loads read. Cancelling the calling task cancels the load (its upstream
     /// request, unless another load waits on it) and answers `.failed`.
     func prefetch(_ url: URL, from settings: SessionSettings) async -> PrefetchOutcome {
-        let urlRequest = settings.apply(to: URLRequest(url: url))
+        let appRequest = URLRequest(url: url)
+        let urlRequest = settings.apply(to: appRequest)
         guard !bypasses(urlRequest), RequestDisposition(urlRequest) == .cacheable, !passesBy(urlRequest),
               let key = cacheKey(for: urlRequest) else { return .bypassed }
-        let request = partitioned(CacheRequest(urlRequest, key: key), from: settings)
+        let request = partitioned(CacheRequest(urlRequest, key: key,
+                                               cookieIsSessions: SessionSettings.cookieIsSessions(in: urlRequest, madeFrom: appRequest)),
+                                  from: settings)
         let client = PrefetchClient()
         let load = Load(request: request, settings: settings, client: client, started: .now())
         return await withTaskCancellationHandler {

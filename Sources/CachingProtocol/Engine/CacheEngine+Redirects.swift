@@ -34,25 +34,28 @@ extension CacheEngine {
         case .report:
             preconditionFailure("a redirect reported to the app is delivered, not followed")
         case .follow:
-            let next = load.settings.redirected(target, from: load.request.urlRequest)
-            follow(response, to: target, with: load.settings.followingRedirect(next), from: load.settings, for: load,
-                   as: provenance)
+            let next = load.settings.redirected(target, from: load.request)
+            let sent = load.settings.followingRedirect(next)
+            follow(response, to: target, with: sent, cookieIsSessions: SessionSettings.cookieIsSessions(in: sent, madeFrom: next),
+                   from: load.settings, for: load, as: provenance)
         case .ask(let ask):
             ask(response, target) { [self] given in
                 guard let given else {
                     // Refused: the 3xx and its body are the answer.
                     return deliver(.response(response, body), to: load, as: provenance)
                 }
-                follow(response, to: target, with: given, from: load.settings.forRequestsAsGiven, for: load, as: provenance)
+                follow(response, to: target, with: given, cookieIsSessions: false, from: load.settings.forRequestsAsGiven, for: load,
+                       as: provenance)
             }
         }
     }
 
-    /// Loads `request` for `load`, one redirect further, from a session with `settings`. The
-    /// redirect itself is counted as an answer of its own (its key, outcome and trip; no body
+    /// Loads `request` for `load`, one redirect further, from a session with `settings`
+    /// (`cookieIsSessions`: its `Cookie` field is the session's, `CacheRequest.cookieIsSessions`).
+    /// The redirect itself is counted as an answer of its own (its key, outcome and trip; no body
     /// delivered).
-    private func follow(_ response: HTTPURLResponse, to target: URLRequest, with request: URLRequest, from settings: SessionSettings,
-                        for load: Load, as provenance: Provenance) {
+    private func follow(_ response: HTTPURLResponse, to target: URLRequest, with request: URLRequest, cookieIsSessions: Bool,
+                        from settings: SessionSettings, for load: Load, as provenance: Provenance) {
         var failed = provenance
         failed.outcome = .failed
         failed.notStored = nil
@@ -75,7 +78,7 @@ extension CacheEngine {
         // delegate queue, and the next load may create an upstream task.
         Self.queue.async { [self] in
             guard !load.handle.isFinished else { return }
-            loadNextHop(request, from: settings, after: load, viaStoredRedirect: fromCache)
+            loadNextHop(request, cookieIsSessions: cookieIsSessions, from: settings, after: load, viaStoredRedirect: fromCache)
         }
     }
 
@@ -83,7 +86,8 @@ extension CacheEngine {
     /// takes (or a POST a rule caches); an unsafe request is sent as it is (dropping what is
     /// stored for its URL once accepted); anything else the cache would leave to Foundation —
     /// another scheme, the app's own validators, a bypass rule — is sent as it is and never stored.
-    private func loadNextHop(_ request: URLRequest, from settings: SessionSettings, after load: Load, viaStoredRedirect: Bool) {
+    private func loadNextHop(_ request: URLRequest, cookieIsSessions: Bool, from settings: SessionSettings, after load: Load,
+                             viaStoredRedirect: Bool) {
         func next(_ request: CacheRequest) -> Load {
             // Sent by the same loader: with the fields it adds (`CacheRequest.fieldsAddedWhenSent`).
             load.following(partitioned(request.sent(with: load.request.fieldsAddedWhenSent), from: settings), from: settings,
@@ -93,10 +97,11 @@ extension CacheEngine {
         var unsafe = false
         switch RequestDisposition(request) {
         case .cacheable, .range:
-            lookedUp = bypasses(request) || passesBy(request) ? nil : cacheKey(for: request).map { CacheRequest(request, key: $0) }
+            lookedUp = bypasses(request) || passesBy(request)
+                ? nil : cacheKey(for: request).map { CacheRequest(request, key: $0, cookieIsSessions: cookieIsSessions) }
         case .invalidate:
             if cachesPOST(request), let key = CacheKey.make(forPOST: request) {
-                lookedUp = CacheRequest(request, key: key)
+                lookedUp = CacheRequest(request, key: key, cookieIsSessions: cookieIsSessions)
             } else {
                 (lookedUp, unsafe) = (nil, true)
             }
@@ -109,7 +114,7 @@ extension CacheEngine {
             return carryOut(plan, for: load, now: now)
         }
         let key = cacheKey(for: request) ?? "FORWARD \(request.url?.absoluteString ?? "")"
-        var sent = next(CacheRequest(request, key: key))
+        var sent = next(CacheRequest(request, key: key, cookieIsSessions: cookieIsSessions))
         sent.collapsible = false
         runExchange(unsafe ? .unsafe : .forward, for: sent.request, from: sent.settings, waiting: sent)
     }

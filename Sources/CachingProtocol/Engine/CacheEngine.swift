@@ -397,7 +397,7 @@ final class CacheEngine: Sendable {
             }
             // Reported to Apple's loader, which makes each hop's request anew: the app's delegate
             // sees, and the next load starts from, the request that loader would make.
-            answer = .redirect(response, body, to: load.settings.redirected(target, from: load.request.urlRequest, perHop: true))
+            answer = .redirect(response, body, to: load.settings.redirected(target, from: load.request, perHop: true))
         }
         guard load.handle.claimAnswer() else { return }
         if load.followedStoredRedirect, case .response(let response, let body) = answer {

@@ -20,21 +20,26 @@ import FoundationNetworking
 final class PassThroughLoad: UpstreamListener, @unchecked Sendable {
     // @unchecked: every property is a `let`; URLRequest is not declared Sendable in every SDK.
     private let request: URLRequest
+    /// Whether `request`'s `Cookie` is the one the layer put on it for the session
+    /// (`CacheRequest.cookieIsSessions`), left off a redirect hop as Apple's loader leaves it.
+    private let cookieIsSessions: Bool
     private let settings: SessionSettings
     private let client: LoadClient
     private let handle = LoadHandle()
 
-    private init(request: URLRequest, settings: SessionSettings, client: LoadClient) {
+    private init(request: URLRequest, cookieIsSessions: Bool, settings: SessionSettings, client: LoadClient) {
         self.request = request
+        self.cookieIsSessions = cookieIsSessions
         self.settings = settings
         self.client = client
     }
 
-    /// Sends `request`, from an app session with `settings`, through `upstream`; `client` gets its
-    /// answer. The returned handle cancels it.
-    static func start(_ request: URLRequest, from settings: SessionSettings, through upstream: any Upstream,
-                      client: LoadClient) -> LoadHandle {
-        let load = PassThroughLoad(request: request, settings: settings, client: client)
+    /// Sends `request` (the app's, as `settings.apply(to:)` makes it; `cookieIsSessions` says
+    /// whose its `Cookie` is), from an app session with `settings`, through `upstream`; `client`
+    /// gets its answer. The returned handle cancels it.
+    static func start(_ request: URLRequest, cookieIsSessions: Bool, from settings: SessionSettings,
+                      through upstream: any Upstream, client: LoadClient) -> LoadHandle {
+        let load = PassThroughLoad(request: request, cookieIsSessions: cookieIsSessions, settings: settings, client: client)
         // Never from inside `startLoading`: corelibs deadlocks when a task is made there
         // (Docs/foundation-facts.md, L3).
         CacheEngine.queue.async {
@@ -58,7 +63,7 @@ final class PassThroughLoad: UpstreamListener, @unchecked Sendable {
         case .success(let received):
             let response = received.head.response
             if let target = redirectTarget(of: response) {
-                let hop = settings.redirected(target, from: request, perHop: true)
+                let hop = settings.redirected(target, from: request, cookieIsSessions: cookieIsSessions, perHop: true)
                 return client.receive(.redirect(response, received.body, to: hop), outcome: .fetched)
             }
             client.receive(.response(response, received.body), outcome: .fetched)

@@ -126,7 +126,10 @@ struct SessionSettings: Sendable, Hashable {
 
     /// `request` as the session would have sent it: its additional headers (the request's own
     /// win, as in Foundation), its timeout when the request kept the default, its cache policy
-    /// when the request kept the default, and (on Apple) its cookies.
+    /// when the request kept the default, and (on Apple) its cookies — unless the app set a
+    /// `Cookie` field on the request itself, which Apple's loader sends instead of the jar's
+    /// (Docs/foundation-facts.md, A25). The jar's cookies do replace a `Cookie` in the
+    /// session's additional headers, as they do without the layer (A25).
     func apply(to request: URLRequest, addingCookies: Bool = addsSessionCookies) -> URLRequest {
         // A request without a URL is not the cache's; corelibs traps when one is changed.
         guard request.url != nil else { return request }
@@ -134,6 +137,9 @@ struct SessionSettings: Sendable, Hashable {
         // The common case, `URLSession.shared` and every configuration that keeps these defaults:
         // nothing to add (on Linux, where cookies are corelibs' to add, for every request).
         if recorded.keepsRequestDefaults, !(addingCookies && configuration.httpShouldSetCookies) { return request }
+        // Read before the additional headers are added: only the app's own field wins.
+        let addsJarCookies = addingCookies && request.httpShouldHandleCookies
+            && request.value(forHTTPHeaderField: "Cookie") == nil
         var request = request
         for (name, value) in fingerprint.additionalHeaders where request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
@@ -146,10 +152,19 @@ struct SessionSettings: Sendable, Hashable {
         if request.cachePolicy == .useProtocolCachePolicy, configuration.requestCachePolicy != .useProtocolCachePolicy {
             request.cachePolicy = configuration.requestCachePolicy
         }
-        if addingCookies, request.httpShouldHandleCookies {
+        if addsJarCookies {
             request = Self.addingCookies(of: configuration, to: request)
         }
         return request
+    }
+
+    /// Whether the `Cookie` field of `sent`, which `apply(to:addingCookies:)` made from the app's
+    /// `request`, is the session's (its jar's cookies, or its additional header fields) rather
+    /// than the app's own: a field the app's request did not carry, where this layer adds the
+    /// session's cookies. Apple's loader adds the session's anew for each redirect hop, and
+    /// copies the app's own like its other fields (`redirected(_:from:perHop:)`).
+    static func cookieIsSessions(in sent: URLRequest, madeFrom request: URLRequest, addingCookies: Bool = addsSessionCookies) -> Bool {
+        addingCookies && request.value(forHTTPHeaderField: "Cookie") == nil && sent.value(forHTTPHeaderField: "Cookie") != nil
     }
 
     /// `request` with a `Cookie` field holding the cookies `configuration`'s jar has for its URL,
@@ -167,10 +182,13 @@ struct SessionSettings: Sendable, Hashable {
 
     /// `request`, the target of a redirect followed for a load nobody in the app is asked about,
     /// as Foundation sends it: with the jar's cookies for its URL (corelibs'
-    /// `URLSession._Configuration.configure`, run for such a redirect), so a cookie set on the
-    /// way is sent on the next hop. Make it with `redirected(_:from:perHop:)` first.
-    func followingRedirect(_ request: URLRequest) -> URLRequest {
-        Self.addingCookies(of: recorded.configuration, to: request)
+    /// `URLSession._Configuration.configure`, run for such a redirect, replaces any `Cookie`
+    /// field), so a cookie set on the way is sent on the next hop. With `perHop` (Apple's loader)
+    /// a `Cookie` field still on the request is the app's own, which wins over the jar's
+    /// (Docs/foundation-facts.md, A25). Make it with `redirected(_:from:perHop:)` first.
+    func followingRedirect(_ request: URLRequest, perHop: Bool = Self.redirectsPerHop) -> URLRequest {
+        if perHop, request.value(forHTTPHeaderField: "Cookie") != nil { return request }
+        return Self.addingCookies(of: recorded.configuration, to: request)
     }
 
     /// Whether the platform's loader makes each redirect hop's request anew (Apple) rather than
@@ -180,16 +198,23 @@ struct SessionSettings: Sendable, Hashable {
 
     /// `target`, the request a redirect of `request` leads to (`CachingPolicy.redirectTarget`
     /// copies every header field of `request`), as the platform's loader makes it. With
-    /// `perHop` (Apple's loader, Docs/foundation-facts.md, A6, A19): without the `Cookie` field
-    /// this layer put on `request` (the jar's cookies for `request`'s URL; the next hop gets the
-    /// jar's for its own URL when it is loaded, or from `followingRedirect`), and without
+    /// `perHop` (Apple's loader, Docs/foundation-facts.md, A6, A19, A25): without the `Cookie`
+    /// field this layer put on `request` for the session (`CacheRequest.cookieIsSessions`; the
+    /// next hop gets the jar's for its own URL when it is loaded, or from `followingRedirect`) —
+    /// a `Cookie` the app set itself is copied like its other fields — and without
     /// `Authorization` when `target` goes to another origin (scheme, host or port) — so a
     /// presigned storage URL an API redirects to never gets the API's credentials. Otherwise
     /// (corelibs, L15) `target` as it is: corelibs copies the fields, and the layer does the same.
-    func redirected(_ target: URLRequest, from request: URLRequest, perHop: Bool = Self.redirectsPerHop) -> URLRequest {
+    func redirected(_ target: URLRequest, from request: CacheRequest, perHop: Bool = Self.redirectsPerHop) -> URLRequest {
+        redirected(target, from: request.urlRequest, cookieIsSessions: request.cookieIsSessions, perHop: perHop)
+    }
+
+    /// `redirected(_:from:perHop:)` for a request the layer does not look up (`PassThroughLoad`):
+    /// `cookieIsSessions` as `CacheRequest.cookieIsSessions` says it.
+    func redirected(_ target: URLRequest, from request: URLRequest, cookieIsSessions: Bool,
+                    perHop: Bool = Self.redirectsPerHop) -> URLRequest {
         guard perHop else { return target }
-        let dropsCookie = request.httpShouldHandleCookies && recorded.configuration.httpShouldSetCookies
-            && target.value(forHTTPHeaderField: "Cookie") != nil
+        let dropsCookie = cookieIsSessions && target.value(forHTTPHeaderField: "Cookie") != nil
         let dropsAuthorization = target.value(forHTTPHeaderField: "Authorization") != nil
             && request.url.flatMap(CredentialUse.origin(of:)) != target.url.flatMap(CredentialUse.origin(of:))
         guard dropsCookie || dropsAuthorization else { return target }

@@ -96,6 +96,11 @@ package struct CacheRequest: @unchecked Sendable {
     let sendsCredentials: Bool
     /// The byte range the request asks for, when it asks for one (see `RequestDisposition.range`).
     let byteRange: ByteRange?
+    /// Whether the `Cookie` field is the session's (its jar's cookies, or its additional header
+    /// fields) that the layer put on the request as Apple's loader adds them when it sends it,
+    /// rather than the app's own (`SessionSettings.cookieIsSessions(in:madeFrom:)`): Apple's
+    /// loader makes the session's anew for each redirect hop (`SessionSettings.redirected`).
+    let cookieIsSessions: Bool
     /// The request's `Authorization` and `Cookie` fields, as read once (`RequestHeaderFacts`), for
     /// `identified(by:)`. Never stored: only the partition's digest is.
     private let credentials: (authorization: String?, cookie: String?)
@@ -104,10 +109,11 @@ package struct CacheRequest: @unchecked Sendable {
     /// matched on them (`header(_:)`). Never sent by the layer.
     private(set) var fieldsAddedWhenSent: [String: String] = [:]
 
-    package init(_ request: URLRequest, key: String, facts: RequestHeaderFacts? = nil) {
+    package init(_ request: URLRequest, key: String, facts: RequestHeaderFacts? = nil, cookieIsSessions: Bool = false) {
         let facts = facts ?? RequestHeaderFacts(request)
         urlRequest = request
         self.key = key
+        self.cookieIsSessions = cookieIsSessions
         var directives = facts.cacheControl.map(CacheControl.init) ?? .none
         if facts.cacheControl == nil, let pragma = facts.pragma, pragma.lowercased().contains("no-cache") {
             directives.noCache = true

@@ -77,6 +77,14 @@ extension CacheStatus {
     /// The detail of an answer reached through a stored redirect the engine followed.
     static let viaStoredRedirect = "via-stored-redirect"
 
+    /// The detail of an answer the cache did not store: the name of `reason`
+    /// (``NotStoredReason/description``, the one ``CacheEvent/notStoredReason`` carries), so a
+    /// proxy or a log shows why without an observer. Every name is letters only, so a
+    /// structured-field token (RFC 8941 §3.3.4), which RFC 9211 §2.8 allows as a `detail`.
+    static func notStored(_ reason: NotStoredReason) -> String {
+        reason.description
+    }
+
     /// The `Cache-Status` field `value` with `detail` added: as its `detail` parameter, or joined
     /// to the one it has (`detail=stale` becomes `detail="stale via-stored-redirect"`).
     static func adding(detail: String, to value: String) -> String {

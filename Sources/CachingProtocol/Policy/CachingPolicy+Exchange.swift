@@ -25,12 +25,15 @@ extension CachingPolicy {
                 switch revalidationOutcome(stored: entry, request: request, method: method, status: head.status,
                                            headers: head.headers, requestDate: head.requestDate,
                                            responseDate: head.responseDate, now: context.now) {
-                case .notModified(let updated, let mayStore):
-                    let status = CacheStatus(forward: .stale, forwardStatus: head.status, stored: true,
-                                             timeToLive: CacheStatus.timeToLive(of: updated, at: context.now))
-                    let storage: ExchangeOutcome.Storage = mayStore
+                case .notModified(let updated, let notStored):
+                    let status = CacheStatus(forward: .stale, forwardStatus: head.status, stored: notStored == nil,
+                                             timeToLive: CacheStatus.timeToLive(of: updated, at: context.now),
+                                             detail: notStored.map(CacheStatus.notStored))
+                    let storage: ExchangeOutcome.Storage = notStored == nil
                         ? .store(updated, memoryOnly: Self.isKeptInMemoryOnly(updated.headers)) : .removeVariant
-                    return .finish(ExchangeOutcome(answer: .stored(updated, status), storage: storage, verdict: .revalidatedNotModified))
+                    var outcome = ExchangeOutcome(answer: .stored(updated, status), storage: storage, verdict: .revalidatedNotModified)
+                    outcome.notStoredReason = notStored
+                    return .finish(outcome)
                 case .serverError:
                     return .finish(Self.staleAfterError(entry, originStatus: head.status, now: context.now))
                 case .changed(bodyIncluded: false):
@@ -226,9 +229,9 @@ enum RevalidationOutcome: Sendable, Equatable {
     /// The origin confirmed the stored response: a 304 that does not name another
     /// representation, or a HEAD 200 that describes the stored one. Serve the stored body with
     /// `updated`: the stored headers merged with the answer's (§4.3.4), its dates, and the
-    /// freshness computed again. When the merged headers forbid storing (`mayStore` false) it is
-    /// served this once and the stored variant is dropped.
-    case notModified(updated: CacheEntry, mayStore: Bool)
+    /// freshness computed again. When the merged headers forbid storing, `notStored` says why:
+    /// it is served this once and the stored variant is dropped.
+    case notModified(updated: CacheEntry, notStored: NotStoredReason?)
     /// The origin has another representation. A conditional GET's answer carries it
     /// (`bodyIncluded`): it is handled like any fetched response. A HEAD's answer does not (and a
     /// 304 naming another representation carries no body either): fetch it with a plain GET.
@@ -285,13 +288,13 @@ extension CachingPolicy {
         case .store(let lifetime, let initialAge):
             updated.freshnessLifetime = lifetime
             updated.initialAge = initialAge
-            return .notModified(updated: updated, mayStore: true)
-        case .doNotStore:
+            return .notModified(updated: updated, notStored: nil)
+        case .doNotStore(_, let code):
             updated.freshnessLifetime = 0
             updated.initialAge = Self.correctedInitialAge(
                 headers: updated.headers, date: updated.headers["Date"].flatMap(HTTPDate.parse),
                 requestDate: requestDate, responseDate: responseDate)
-            return .notModified(updated: updated, mayStore: false)
+            return .notModified(updated: updated, notStored: code)
         }
     }
 

@@ -161,13 +161,17 @@ extension CachingPolicy {
     }
 
     /// The `Cache-Status` of a response fetched from the origin (RFC 9211): why it was
-    /// forwarded, the origin's status, and whether it was stored and for how long.
+    /// forwarded, the origin's status, and whether it was stored and for how long — or, when it
+    /// was not, why not (`CacheStatus.notStored(_:)`).
     func cacheStatus(forFetched head: ReceivedHead, decision: StorageDecision, forward: CacheStatus.Forward, now: Date) -> CacheStatus {
         var status = CacheStatus(forward: forward, forwardStatus: head.status)
-        if case .store(let lifetime, let initialAge) = decision {
+        switch decision {
+        case .store(let lifetime, let initialAge):
             status.stored = true
             let age = initialAge + max(0, now.timeIntervalSince(head.responseDate))
             status.timeToLive = Int((lifetime - age).rounded(.down))
+        case .doNotStore(_, let code):
+            status.detail = CacheStatus.notStored(code)
         }
         return status
     }

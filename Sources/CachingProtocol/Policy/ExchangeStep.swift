@@ -76,7 +76,8 @@ struct ExchangeOutcome {
     /// The app answered a challenge with a credential on the way: only the load that started the
     /// exchange may have this answer.
     var isPrivateToStarter = false
-    /// Why the origin's response was not stored, when it was fetched and not stored.
+    /// Why the origin's response was not stored, when it was fetched (or confirmed by a `304`
+    /// whose fields forbid storing) and not stored.
     var notStoredReason: NotStoredReason?
 }
 

@@ -1,5 +1,6 @@
 /// Why a response fetched from the origin was handed to the app without being stored, as
-/// ``CacheEvent/notStoredReason`` reports it.
+/// ``CacheEvent/notStoredReason`` reports it and the answer's `Cache-Status` names it
+/// (`detail=` followed by ``description``, e.g. `detail=noStore`).
 ///
 /// A struct with named values rather than an enum, like ``CachingError/Code``: new reasons can
 /// be added without breaking an app's `switch`. Compare with the static members

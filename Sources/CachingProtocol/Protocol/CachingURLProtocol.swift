@@ -230,14 +230,16 @@ public class CachingURLProtocol: URLProtocol {
         // No task: an `NSURLConnection`'s load, whose delegate (which may pin) nothing names.
         let settings = task == nil ? bound.withUnnamedDelegate : bound
         #endif
+        let cookieIsSessions = SessionSettings.cookieIsSessions(in: request, madeFrom: self.request)
         let cacheRequest: CacheRequest
         if let method = request.httpMethod, method != "GET", !method.isEqualIgnoringASCIICase("GET") {
-            guard let cachedPOST = Self.cacheablePOST(request, task: task, engine: engine) else {
-                return sendUnsafe(request, key: key, engine: engine, settings: settings, delivery: delivery)
+            guard let cachedPOST = Self.cacheablePOST(request, cookieIsSessions: cookieIsSessions, task: task, engine: engine) else {
+                return sendUnsafe(CacheRequest(request, key: key, cookieIsSessions: cookieIsSessions), engine: engine,
+                                  settings: settings, delivery: delivery)
             }
             cacheRequest = cachedPOST
         } else {
-            cacheRequest = CacheRequest(request, key: key)
+            cacheRequest = CacheRequest(request, key: key, cookieIsSessions: cookieIsSessions)
         }
         switch engine.lookUp(cacheRequest, from: settings) {
         case .answered(let answer):
@@ -272,7 +274,9 @@ public class CachingURLProtocol: URLProtocol {
                                       + "and the settings of its session were forgotten")
             return delivery.deliver(.failure(reason.urlError(.cancelled)), onCallingThread: true)
         }
-        let handle = PassThroughLoad.start(settings.apply(to: request), from: settings, through: Installation.passThroughUpstream,
+        let sent = settings.apply(to: request)
+        let handle = PassThroughLoad.start(sent, cookieIsSessions: SessionSettings.cookieIsSessions(in: sent, madeFrom: request),
+                                           from: settings, through: Installation.passThroughUpstream,
                                            client: makeClient(delivery, settings: settings))
         state.withLock { $0.loading = handle }
         if delivery.isStopped { handle.cancel() }
@@ -282,14 +286,15 @@ public class CachingURLProtocol: URLProtocol {
     /// body and `Content-Type`; nil for any other request. A body that comes as a stream (Apple
     /// platforms hand protocols their bodies that way) is read once here, and the same bytes go
     /// upstream. An upload task's body is the task's, not the request's: it is sent as any POST.
-    private static func cacheablePOST(_ request: URLRequest, task: URLSessionTask?, engine: CacheEngine) -> CacheRequest? {
+    private static func cacheablePOST(_ request: URLRequest, cookieIsSessions: Bool, task: URLSessionTask?,
+                                      engine: CacheEngine) -> CacheRequest? {
         guard !(task is URLSessionUploadTask), engine.cachesPOST(request) else { return nil }
         var request = request
         if request.httpBody == nil, let stream = request.httpBodyStream {
             request.httpBody = readAll(stream)
             request.httpBodyStream = nil
         }
-        return CacheKey.make(forPOST: request).map { CacheRequest(request, key: $0) }
+        return CacheKey.make(forPOST: request).map { CacheRequest(request, key: $0, cookieIsSessions: cookieIsSessions) }
     }
 
     /// Every byte `stream` holds (an unreadable stream gives what it gave before failing).
@@ -308,18 +313,17 @@ public class CachingURLProtocol: URLProtocol {
 
     /// Sends an unsafe request through the engine, which drops what is stored for its URL once
     /// the origin accepted it.
-    private func sendUnsafe(_ request: URLRequest, key: String, engine: CacheEngine, settings: SessionSettings,
-                            delivery: ClientDelivery) {
+    private func sendUnsafe(_ request: CacheRequest, engine: CacheEngine, settings: SessionSettings, delivery: ClientDelivery) {
         #if canImport(FoundationNetworking)
         if let task = task as? URLSessionUploadTask {
             // corelibs keeps an upload task's body in the task, not in the request a protocol is
             // given: Foundation's own protocol sends it, body and all. Whether the origin accepts
             // it cannot be seen from here, so the stored response is dropped before it leaves.
-            engine.store.removeRecord(forKey: key)
+            engine.store.removeRecord(forKey: request.key)
             return handOverToFoundation(task, delivery: delivery)
         }
         #endif
-        let handle = engine.sendUnsafe(CacheRequest(request, key: key), from: settings, client: makeClient(delivery, settings: settings))
+        let handle = engine.sendUnsafe(request, from: settings, client: makeClient(delivery, settings: settings))
         state.withLock { $0.loading = handle }
         if delivery.isStopped { handle.cancel() }
     }

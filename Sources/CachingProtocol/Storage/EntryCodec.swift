@@ -27,7 +27,8 @@ import Foundation
 /// The two checksums cover every byte: the header's its own, the trailer's everything after it.
 /// Version 1 (written by earlier builds) is still read: the same header and variants, with each
 /// body inside its variant (`body bytes` in place of `bodyLength`), no bodies section, and a
-/// trailer of only the checksum, of every byte before it.
+/// trailer of only the checksum, of every byte before it. In files of earlier builds the partition
+/// byte was a credential fingerprint's presence (0 or 1), which reads as a user.
 ///
 /// Decoding also rejects numbers no cache writes (a status outside 0...999, a NaN, infinite or
 /// absurdly large date, age or lifetime), so that a file crafted with valid checksums is a miss

@@ -82,5 +82,52 @@ final class CookieClaimTests: CachingTestCase {
         XCTAssertEqual(observed[0], ["welcome", "cookie: session=abc", "jar: [\"session=abc\"]", "shared: []"])
         XCTAssertEqual(observed[1], observed[0])
     }
+
+    // MARK: A25: a Cookie field the app set itself
+
+    /// What the origin receives at `/profile` for `request` from an ephemeral session whose jar
+    /// holds `claim=1`, without and then with the layer; `configure` changes the configuration.
+    private func originReceives(_ request: URLRequest, configure: (URLSessionConfiguration) -> Void = { _ in }) async throws -> [String] {
+        var answers: [String] = []
+        for withLayer in [false, true] {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.httpCookieStorage?.setCookie(cookie("claim", "1"))
+            configure(configuration)
+            if withLayer { CachingURLProtocol.inject(into: configuration, using: makeConfiguration()) }
+            let session = URLSession(configuration: configuration)
+            defer { session.finishTasksAndInvalidate() }
+            let (data, _) = try await session.data(for: request)
+            answers.append(String(decoding: data, as: UTF8.self))
+        }
+        return answers
+    }
+
+    private func request(_ path: String, cookie: String?) -> URLRequest {
+        request(path, headers: cookie.map { ["Cookie": $0] } ?? [:])
+    }
+
+    /// Apple's documentation of `httpShouldHandleCookies`: a `Cookie` header the app sets on the
+    /// request overrides all cookies from the cookie store. Without the layer the origin gets the
+    /// app's field alone; with it, the same.
+    func testA25_aCookieTheAppSetsIsSentInsteadOfTheJars() async throws {
+        let answers = try await originReceives(request("/profile", cookie: "app=2"))
+        XCTAssertEqual(answers, ["cookie: app=2", "cookie: app=2"])
+    }
+
+    /// A `Cookie` in the session's additional headers is not the request's own: the jar's cookies
+    /// are sent instead (couchbase-lite-ios pull request 1913).
+    func testA25_theJarsCookiesReplaceACookieInTheSessionsAdditionalHeaders() async throws {
+        let answers = try await originReceives(request("/profile", cookie: nil)) { $0.httpAdditionalHeaders = ["Cookie": "extra=3"] }
+        XCTAssertEqual(answers, ["cookie: claim=1", "cookie: claim=1"])
+    }
+
+    /// Reasoned from A19 (a hop's request copies the fields other than `Authorization`) and the
+    /// documentation above: the app's own `Cookie` reaches the redirect's target too, instead of
+    /// the jar's for the target's URL.
+    func testA25_aCookieTheAppSetIsCopiedToARedirectHop() async throws {
+        origin.handle("/hop") { _ in OriginResponse(status: 302, headers: [HTTPField("Location", "/profile")]) }
+        let answers = try await originReceives(request("/hop", cookie: "app=2"))
+        XCTAssertEqual(answers, ["cookie: app=2", "cookie: app=2"])
+    }
 }
 #endif

@@ -316,6 +316,31 @@ final class CacheEngineTests: EngineTestCase {
         XCTAssertEqual(upstream.sent.count, 1, "only the first fetch")
         XCTAssertEqual(engine.configuration.statistics.hits, 1)
     }
+
+    /// A fresh hit's response is built once per second of age and reused (`storedAnswer`): an
+    /// answer not stored, which says why in its `Cache-Status`, changes nothing of it.
+    func testAFreshHitKeepsReusingItsResponseWhileAnswersNotStoredSayWhy() throws {
+        storeFetched(["Cache-Control": "max-age=60"])
+        func hit() throws -> HTTPURLResponse {
+            guard case .answered(.response(let response, _)) = engine.lookUp(request(), from: .standard) else {
+                return try XCTUnwrap(nil as HTTPURLResponse?, "a fresh hit answers at once")
+            }
+            return response
+        }
+        let first = try hit()
+        let other = URL(string: "https://example.com/secret")!
+        let client = RecordingLoadClient()
+        guard case .goesOn(let pending) = engine.lookUp(CacheRequest(URLRequest(url: other), key: CacheKey.make(method: "GET", url: other)),
+                                                        from: .standard) else { return XCTFail("a miss") }
+        _ = engine.resume(pending, client: client)
+        upstream.waitForRequests(2)
+        upstream.respond(1, status: 200, headers: ["Cache-Control": "no-store"], body: Data("secret".utf8))
+        wait(client)
+        XCTAssertEqual(client.cacheStatus, "CachingProtocol; fwd=uri-miss; fwd-status=200; detail=noStore")
+        let second = try hit()
+        XCTAssertTrue(first === second, "the same response object, reused")
+        XCTAssertEqual(second.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; hit")
+    }
 }
 
 /// A load's client that goes through the delivery seam, as the protocol's own does.

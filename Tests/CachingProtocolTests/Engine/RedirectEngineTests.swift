@@ -160,7 +160,8 @@ final class RedirectEngineTests: EngineTestCase {
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         let applied = settings.apply(to: request, addingCookies: true)
         XCTAssertEqual(applied.value(forHTTPHeaderField: "Cookie"), "c=api-session", "the layer added the jar's cookie")
-        return CacheRequest(applied, key: CacheKey.make(method: "GET", url: api))
+        return CacheRequest(applied, key: CacheKey.make(method: "GET", url: api),
+                            cookieIsSessions: SessionSettings.cookieIsSessions(in: applied, madeFrom: request, addingCookies: true))
     }
 
     private func reported(_ client: RecordingLoadClient) -> URLRequest? {
@@ -221,16 +222,16 @@ final class RedirectEngineTests: EngineTestCase {
     /// pair, `SessionBehaviourPairTests`, shows it equal to Foundation).
     func testAFollowedCrossOriginRedirectIsMadeAsThePlatformsLoaderMakesIt() {
         let settings = sessionWithCookies()
-        let request = apiRequest(from: settings).urlRequest
-        let target = CachingPolicy.redirectTarget(of: request, status: 302, location: storage.absoluteString)!
+        let request = apiRequest(from: settings)
+        let target = CachingPolicy.redirectTarget(of: request.urlRequest, status: 302, location: storage.absoluteString)!
         XCTAssertEqual(target.value(forHTTPHeaderField: "Authorization"), "Bearer app-token", "the policy copies every field")
 
-        let apple = settings.followingRedirect(settings.redirected(target, from: request, perHop: true))
+        let apple = settings.followingRedirect(settings.redirected(target, from: request, perHop: true), perHop: true)
         XCTAssertNil(apple.value(forHTTPHeaderField: "Authorization"))
         XCTAssertEqual(apple.value(forHTTPHeaderField: "Cookie"), "c=storage-token")
         XCTAssertEqual(apple.value(forHTTPHeaderField: "Accept"), "application/json")
 
-        let corelibs = settings.followingRedirect(settings.redirected(target, from: request, perHop: false))
+        let corelibs = settings.followingRedirect(settings.redirected(target, from: request, perHop: false), perHop: false)
         XCTAssertEqual(corelibs.value(forHTTPHeaderField: "Authorization"), "Bearer app-token")
         XCTAssertEqual(corelibs.value(forHTTPHeaderField: "Cookie"), "c=storage-token", "the jar's for the target replace it")
         XCTAssertEqual(SessionSettings.redirectsPerHop, LoaderRules.current.addsCookiesAfterProtocols, "the loader rules in force")

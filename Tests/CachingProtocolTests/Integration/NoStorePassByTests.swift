@@ -24,7 +24,7 @@ final class NoStorePassByTests: CachingTestCase {
         serveNoStore("/me")
         let (first, firstResponse) = try await getNumbered("/me", 1)
         XCTAssertEqual(first, "private 1")
-        XCTAssertEqual(firstResponse.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; fwd=uri-miss; fwd-status=200")
+        XCTAssertEqual(firstResponse.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; fwd=uri-miss; fwd-status=200; detail=noStore")
 
         let (second, secondResponse) = try await getNumbered("/me", 2)
         XCTAssertEqual(second, "private 2", "the origin's answer, as without the layer")

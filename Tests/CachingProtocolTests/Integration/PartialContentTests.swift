@@ -138,7 +138,7 @@ final class PartialContentTests: CachingTestCase {
             let (data, response) = try await getRange("/inconsistent", "bytes=-5")
             XCTAssertEqual(response.statusCode, 206)
             XCTAssertEqual(String(decoding: data, as: UTF8.self), "01234", "handed on as the origin sent it")
-            XCTAssertEqual(response.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; fwd=uri-miss; fwd-status=206")
+            XCTAssertEqual(response.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; fwd=uri-miss; fwd-status=206; detail=partialContent")
         }
         XCTAssertEqual(origin.requests(to: "/inconsistent").count, 2)
         XCTAssertNil(cache.cachedResponse(for: request("/inconsistent", headers: ["Range": "bytes=-5"])))
@@ -193,7 +193,7 @@ final class PartialContentTests: CachingTestCase {
         // A reload goes to the origin; its 206 has the stored response's strong ETag.
         let (part, partResponse) = try await get("/complete", headers: ["Range": "bytes=0-9"], cachePolicy: .reloadIgnoringLocalCacheData)
         XCTAssertEqual(part, whole.subdata(in: 0..<10))
-        XCTAssertEqual(partResponse.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; fwd=request; fwd-status=206")
+        XCTAssertEqual(partResponse.value(forHTTPHeaderField: "Cache-Status"), "CachingProtocol; fwd=request; fwd-status=206; detail=partialContent")
         let (data, response) = try await get("/complete", cachePolicy: .returnCacheDataDontLoad)
         XCTAssertEqual(response.statusCode, 200, "the whole is still stored")
         XCTAssertEqual(data, whole)

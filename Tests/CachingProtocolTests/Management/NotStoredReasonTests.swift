@@ -49,14 +49,26 @@ final class NotStoredReasonTests: CachingTestCase {
         }
         for testCase in cases() {
             // When each is asked for twice
+            var statuses: [String?] = []
             for _ in 0..<2 {
-                _ = try await get(testCase.path, headers: testCase.headers)
+                let (_, response) = try await get(testCase.path, headers: testCase.headers)
+                statuses.append(cacheStatus(response))
             }
-            // Then the first event names the reason (none for the stored one), and a response
-            // not stored went to the origin again
+            // Then the first event names the reason (none for the stored one), as the answer's
+            // Cache-Status does, and a response not stored went to the origin again
             let event = try XCTUnwrap(events.first { $0.key.hasSuffix(testCase.path) }, testCase.path)
             XCTAssertEqual(event.outcome, .fetched, testCase.path)
             XCTAssertEqual(event.notStoredReason, testCase.expected, testCase.path)
+            // (A redirect is followed: the app sees its target's answer.)
+            guard !(300...399).contains(testCase.response.status) else { continue }
+            let first = try XCTUnwrap(statuses[0], testCase.path)
+            if let expected = testCase.expected {
+                XCTAssertTrue(first.hasSuffix("; detail=\(expected)"), "\(testCase.path): \(first)")
+                XCTAssertFalse(first.contains("; stored"), "\(testCase.path): \(first)")
+            } else {
+                XCTAssertFalse(first.contains("detail="), "\(testCase.path): \(first)")
+                XCTAssertEqual(statuses[1], "CachingProtocol; hit", testCase.path)
+            }
             XCTAssertEqual(origin.requests(to: testCase.path).count, testCase.expected == nil ? 1 : 2, testCase.path)
         }
         XCTAssertEqual(NotStoredReason.tooLarge.description, "tooLarge")

@@ -117,7 +117,7 @@ final class ExchangeDecisionTests: LoaderRulesTestCase {
                        "stored (CachingProtocol; fwd=stale; ttl=-60; detail=stale-if-error)")
         XCTAssertEqual(step(.failure(URLError(.cancelled)), head, revalidate), "error", "a cancellation is never answered stale")
         XCTAssertEqual(step(received(200, ["Cache-Control": "no-store"], body: "x"), .bodyAfterHead, revalidate),
-                       "received (CachingProtocol; fwd=stale; fwd-status=200), remove the variant, learn no-store")
+                       "received (CachingProtocol; fwd=stale; fwd-status=200; detail=noStore), remove the variant, learn no-store")
     }
 
     func testStaleOr504WhenTheOriginCannotBeReached() throws {
@@ -125,13 +125,104 @@ final class ExchangeDecisionTests: LoaderRulesTestCase {
         let fetch = ExchangePlan.fetch(fallback: mustRevalidate, forward: .stale)
         XCTAssertEqual(step(.failure(URLError(.cannotConnectToHost)), .planned(method: "GET"), fetch),
                        "504 (CachingProtocol; fwd=stale; detail=origin-unreachable)")
-        XCTAssertEqual(step(received(500), .planned(method: "GET"), fetch), "received (CachingProtocol; fwd=stale; fwd-status=500)",
+        XCTAssertEqual(step(received(500), .planned(method: "GET"), fetch),
+                       "received (CachingProtocol; fwd=stale; fwd-status=500; detail=status)",
                        "a must-revalidate response is never served stale: the 5xx goes to the app")
         let plain = try XCTUnwrap(F.entry(["Cache-Control": "max-age=60"]))
         XCTAssertEqual(step(.failure(URLError(.cannotConnectToHost)), .planned(method: "GET"), .fetch(fallback: plain, forward: .stale),
                             at: 60 + 8 * 86_400),
                        "error", "staler than the policy's maximum staleness (7 days): the error")
         XCTAssertEqual(step(.failure(URLError(.timedOut)), .planned(method: "GET"), .fetch(fallback: nil, forward: .uriMiss)), "error")
+    }
+
+    /// Every answer the cache did not store names the reason in its `Cache-Status` (`detail`, the
+    /// name `CacheEvent.notStoredReason` carries); a stored one has none.
+    func testAnAnswerNotStoredSaysWhyInItsCacheStatus() throws {
+        let fetch = ExchangePlan.fetch(fallback: nil, forward: .uriMiss)
+        let get = SentRequest.planned(method: "GET")
+        let maxAge = "max-age=600"
+        struct Row {
+            var name: String
+            var status = 200
+            var headers: [String: String] = ["Cache-Control": "max-age=600"]
+            var body = "body"
+            var request = F.request()
+            var credential = false
+            var expected: NotStoredReason?
+        }
+        let rows: [Row] = [
+            Row(name: "stored", expected: nil),
+            Row(name: "no-store", headers: ["Cache-Control": "no-store"], expected: .noStore),
+            Row(name: "the request's no-store", request: F.request(["Cache-Control": "no-store"]), expected: .requestNoStore),
+            Row(name: "a status the heuristic preset does not store", status: 404, expected: .status),
+            Row(name: "larger than the largest entry", body: String(repeating: "x", count: 2_000), expected: .tooLarge),
+            Row(name: "Vary: *", headers: ["Cache-Control": maxAge, "Vary": "*"], expected: .varyAll),
+            Row(name: "no freshness, no validator", headers: [:], expected: .noFreshness),
+            Row(name: "a temporary redirect", status: 302, headers: ["Location": "/next"], body: "", expected: .temporaryRedirect),
+            Row(name: "a redirect that sets a cookie", status: 301, headers: ["Location": "/next", "Set-Cookie": "a=1"], body: "",
+                expected: .cookieSetOnRedirect),
+            Row(name: "answered with the app's credential", credential: true, expected: .challengeCredential),
+            Row(name: "a part to a request for the whole", status: 206,
+                headers: ["Cache-Control": maxAge, "Content-Range": "bytes 0-3/10"], expected: .partialContent),
+            Row(name: "must-understand, a status not understood", status: 299, headers: ["Cache-Control": "max-age=600, must-understand"],
+                expected: .mustUnderstand),
+            Row(name: "an event stream", headers: ["Cache-Control": maxAge, "Content-Type": "text/event-stream"], expected: .eventStream),
+            Row(name: "a body shorter than its Content-Length", headers: ["Cache-Control": maxAge, "Content-Length": "10"],
+                expected: .incompleteBody),
+        ]
+        var seen = Set<NotStoredReason>()
+        for row in rows {
+            let response = HTTPURLResponse(url: F.url, statusCode: row.status, httpVersion: "HTTP/1.1", headerFields: row.headers)!
+            let arrival = F.start.addingTimeInterval(120)
+            let head = ReceivedHead(response: response, route: ResponseRoute(answeredWithCredential: row.credential),
+                                    requestDate: arrival, responseDate: arrival)
+            let context = ExchangeContext(storedPart: nil, maximumEntrySize: 1_000, now: arrival)
+            let result = Result<ReceivedResponse, Error>.success(ReceivedResponse(head: head, body: Data(row.body.utf8), transferSeconds: 0.01))
+            guard case .finish(let outcome) = CachingPolicy.heuristic().step(after: result, to: get, of: fetch, for: row.request,
+                                                                             context: context) else { return XCTFail(row.name) }
+            let status: CacheStatus
+            switch outcome.answer {
+            case .received(let received), .redirect(_, let received): status = received
+            default: return XCTFail("\(row.name): \(outcome.answer)")
+            }
+            XCTAssertEqual(outcome.notStoredReason, row.expected, row.name)
+            XCTAssertEqual(status.detail, row.expected.map(CacheStatus.notStored), row.name)
+            XCTAssertEqual(status.stored, row.expected == nil, row.name)
+            if let expected = row.expected {
+                XCTAssertTrue(status.headerValue.hasSuffix("; detail=\(expected)"), "\(row.name): \(status.headerValue)")
+                seen.insert(expected)
+            }
+        }
+        XCTAssertEqual(seen.count, rows.count - 1, "one row per reason")
+    }
+
+    /// A `304` whose fields forbid storing confirms the stored body for this answer only: its
+    /// `Cache-Status` has no `stored` and says why, as the event does.
+    func testARevalidationThatMayNotBeStoredSaysWhy() throws {
+        let stored = try XCTUnwrap(F.entry(["Cache-Control": "max-age=60", "ETag": "\"a\""]))
+        let revalidate = ExchangePlan.revalidate(stored, try XCTUnwrap(RevalidationConditions(stored)))
+        let context = ExchangeContext(storedPart: nil, maximumEntrySize: 1 << 20, now: F.start.addingTimeInterval(120))
+        let step = CachingPolicy.heuristic().step(after: received(304, ["ETag": "\"a\"", "Cache-Control": "no-store"]),
+                                                  to: .planned(method: "HEAD"), of: revalidate, for: F.request(), context: context)
+        guard case .finish(let outcome) = step, case .stored(_, let status) = outcome.answer else { return XCTFail("confirmed") }
+        XCTAssertEqual(status.headerValue, "CachingProtocol; fwd=stale; fwd-status=304; ttl=0; detail=noStore")
+        XCTAssertEqual(outcome.notStoredReason, .noStore)
+        XCTAssertEqual(describe(step), "stored (CachingProtocol; fwd=stale; fwd-status=304; ttl=0; detail=noStore), remove the variant")
+    }
+
+    /// Each reason's name is a structured-field token (RFC 8941 §3.3.4), one of the two forms
+    /// RFC 9211 §2.8 allows for `detail`: it is written unquoted.
+    func testEveryReasonsNameIsAToken() {
+        let reasons: [NotStoredReason] = [
+            .noStore, .requestNoStore, .status, .tooLarge, .varyAll, .credentials, .noFreshness, .temporaryRedirect, .redirect,
+            .cookieSetOnRedirect, .challengeCredential, .partialContent, .mustUnderstand, .incompleteBody, .eventStream, .other,
+        ]
+        let tchar = Set("!#$%&'*+-.^_`|~:/0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        for reason in reasons {
+            let name = CacheStatus.notStored(reason)
+            XCTAssertTrue(name.first.map { $0.isLetter && $0.isASCII || $0 == "*" } ?? false, name)
+            XCTAssertTrue(name.allSatisfy(tchar.contains), name)
+        }
     }
 
     /// A request whose cache policy refuses stored data the origin did not confirm gets what it
@@ -148,12 +239,12 @@ final class ExchangeDecisionTests: LoaderRulesTestCase {
              "stored (CachingProtocol; fwd=stale; fwd-status=503; ttl=-60; detail=stale-if-error)",
              "504 (CachingProtocol; fwd=stale; detail=origin-unreachable)",
              "stored (CachingProtocol; fwd=stale; fwd-status=503; ttl=-60; detail=stale-if-error)"),
-            ("reload", .reloadIgnoringLocalCacheData, "error", "received (CachingProtocol; fwd=stale; fwd-status=503)", "error",
-             "received (CachingProtocol; fwd=stale; fwd-status=503)"),
+            ("reload", .reloadIgnoringLocalCacheData, "error", "received (CachingProtocol; fwd=stale; fwd-status=503; detail=status)", "error",
+             "received (CachingProtocol; fwd=stale; fwd-status=503; detail=status)"),
             ("reload from the origin", .reloadIgnoringLocalAndRemoteCacheData, "error",
-             "received (CachingProtocol; fwd=stale; fwd-status=503)", "error", "received (CachingProtocol; fwd=stale; fwd-status=503)"),
-            ("revalidate", .reloadRevalidatingCacheData, "error", "received (CachingProtocol; fwd=stale; fwd-status=503)", "error",
-             "received (CachingProtocol; fwd=stale; fwd-status=503)"),
+             "received (CachingProtocol; fwd=stale; fwd-status=503; detail=status)", "error", "received (CachingProtocol; fwd=stale; fwd-status=503; detail=status)"),
+            ("revalidate", .reloadRevalidatingCacheData, "error", "received (CachingProtocol; fwd=stale; fwd-status=503; detail=status)", "error",
+             "received (CachingProtocol; fwd=stale; fwd-status=503; detail=status)"),
         ]
         for (name, cachePolicy, whenDown, when503, mustRevalidateWhenDown, revalidation503) in modes {
             let request = F.request(cachePolicy: cachePolicy)

@@ -29,7 +29,7 @@ final class ValidationDecisionTests: LoaderRulesTestCase {
 
     private func kind(_ outcome: RevalidationOutcome) -> Kind {
         switch outcome {
-        case .notModified(_, let mayStore): return .notModified(mayStore: mayStore)
+        case .notModified(_, let notStored): return .notModified(mayStore: notStored == nil)
         case .changed(let bodyIncluded): return .changed(bodyIncluded: bodyIncluded)
         case .serverError: return .serverError
         }
@@ -77,11 +77,11 @@ final class ValidationDecisionTests: LoaderRulesTestCase {
 
     func testA304UpdatesDatesAndFreshnessFromTheMergedHeaders() throws {
         let stored = F.entry(["ETag": "\"v1\"", "Cache-Control": "max-age=60"])!
-        guard case .notModified(let updated, let mayStore) = outcome(
+        guard case .notModified(let updated, let notStored) = outcome(
             stored, method: "GET", status: 304, headers: ["ETag": "\"v1\"", "Cache-Control": "max-age=600"]) else {
             return XCTFail("a matching 304 confirms")
         }
-        XCTAssertTrue(mayStore)
+        XCTAssertNil(notStored)
         XCTAssertEqual(updated.headers["Cache-Control"], "max-age=600")
         XCTAssertEqual(updated.freshnessLifetime, 600)
         XCTAssertEqual(updated.requestDate, at(100_000))
@@ -92,11 +92,11 @@ final class ValidationDecisionTests: LoaderRulesTestCase {
 
     func testA304ThatForbidsStoringIsServedOnceAndNotKept() throws {
         let stored = F.entry(["ETag": "\"v1\""])!
-        guard case .notModified(let updated, let mayStore) = outcome(
+        guard case .notModified(let updated, let notStored) = outcome(
             stored, method: "HEAD", status: 304, headers: ["Cache-Control": "no-store"]) else {
             return XCTFail("a matching 304 confirms")
         }
-        XCTAssertFalse(mayStore)
+        XCTAssertEqual(notStored, .noStore, "why it is not kept")
         XCTAssertEqual(updated.freshnessLifetime, 0)
         XCTAssertEqual(updated.headers["Cache-Control"], "no-store")
     }

@@ -114,6 +114,35 @@ final class SessionBehaviourPairTests: CachingTestCase {
                      "nothing lands in the shared jar")
     }
 
+    /// A `Cookie` the app set on its request while the jar holds a cookie for the URL, directly
+    /// and through a redirect: the origin receives what it receives without the layer (corelibs
+    /// puts the jar's in its place before any protocol sees the request, Docs/foundation-facts.md,
+    /// L16; Apple's loader sends the app's, A25).
+    func testACookieTheAppSetReachesTheOriginAsWithoutTheLayer() async throws {
+        serveRedirect(from: "/start", to: "/me")
+        origin.handle("/me") { request in
+            .text("me: \(request.header("Cookie") ?? "nobody")", headers: [HTTPField("Cache-Control", "no-store")])
+        }
+        let jarCookie = HTTPCookie(properties: [.domain: "127.0.0.1", .path: "/", .name: "jar", .value: "1"])!
+        let (without, with) = try await pair(["Cookie"]).observe(
+            configure: { $0.httpCookieStorage?.setCookie(jarCookie) }, sessionHasDelegate: false, caching: makeConfiguration()
+        ) { session, _ in
+            var results: [String] = []
+            for path in ["/me", "/start", "/me"] {
+                var request = URLRequest(url: origin.url(path))
+                request.setValue("app=2", forHTTPHeaderField: "Cookie")
+                let (data, _) = try await session.data(for: request)
+                results.append(String(decoding: data, as: UTF8.self))
+            }
+            return results.joined(separator: " | ")
+        }
+        XCTAssertEqual(with, without)
+        XCTAssertGreaterThan(with.layerAnswers, 0, "the layer answered")
+        #if canImport(FoundationNetworking)
+        XCTAssertEqual(without.result, "me: jar=1 | me: jar=1 | me: jar=1", "\(without)")
+        #endif
+    }
+
     func testACookieSetOnARedirectHopIsSentOnTheNextHop() async throws {
         serveRedirect(from: "/start", to: "/landing", cookie: "hop=1; Max-Age=7776000; path=/")
         origin.handle("/landing") { request in .text("landing: \(request.header("Cookie") ?? "none")") }
@@ -188,9 +217,13 @@ final class SessionBehaviourPairTests: CachingTestCase {
             if SessionSettings.redirectsPerHop, !hasDelegate {
                 // Apple's loader rules on Linux: the layer makes the hop it follows as Apple's loader
                 // makes it, without the `Authorization` to another origin (Docs/foundation-facts.md,
-                // A19), where corelibs, the loader without the layer here, copies it.
-                let asApple = observed[0].replacingOccurrences(of: "storage GET /blob?signature=abc authorization=Bearer app-token",
-                                                               with: "storage GET /blob?signature=abc authorization=-")
+                // A19), where corelibs, the loader without the layer here, copies it. And corelibs
+                // put the jar's cookie on the request before the layer saw it (L16), so the layer
+                // takes it for one the app set, which Apple's loader copies to the hop (A25); on Apple
+                // the protocol never sees the jar's (A6) and the hop gets the jar's for its own URL
+                // (`AppCookieTests`).
+                let asApple = observed[0].replacingOccurrences(of: "storage GET /blob?signature=abc authorization=Bearer app-token cookie=store=2",
+                                                               with: "storage GET /blob?signature=abc authorization=- cookie=api=1")
                 XCTAssertEqual(observed[1], asApple, "delegate: \(hasDelegate)")
             } else {
                 XCTAssertEqual(observed[1], observed[0], "delegate: \(hasDelegate)")
