@@ -60,8 +60,9 @@ final class EntryCodecTests: LoaderRulesTestCase {
                 integer(UInt8(field.value == nil ? 0 : 1))
                 if let value = field.value { string(value) }
             }
-            integer(UInt8(entry.credentialFingerprint == nil ? 0 : 1))
-            if let fingerprint = entry.credentialFingerprint { integer(fingerprint) }
+            integer(UInt8((entry.partition.user != nil ? 1 : 0) | (entry.partition.judge != nil ? 2 : 0)))
+            if let user = entry.partition.user { integer(user) }
+            if let judge = entry.partition.judge { integer(judge) }
             integer(UInt8(entry.userInfo == nil ? 0 : 1))
             if let userInfo = entry.userInfo { data(userInfo) }
         }
