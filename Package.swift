@@ -27,8 +27,9 @@ let package = Package(
         // The executables are command-line tools, built on macOS and Linux (Xcode has no
         // command-line-tool product for iOS or tvOS).
         .executableTarget(name: "Demo", dependencies: ["DemoSupport", "CacheBenchmarks"]),
-        // A helper process for tests that need their own process (URLSession.shared, shared directories).
-        .executableTarget(name: "CacheTestTool", dependencies: ["CachingProtocol"]),
+        // A helper process for tests that need their own process (URLSession.shared, shared
+        // directories, the stress run with its own origin).
+        .executableTarget(name: "CacheTestTool", dependencies: ["CachingProtocol", "LoopbackOrigin"]),
         // Fuzz targets over the header parsers and the entry and index decoders: a libFuzzer
         // binary when built by Scripts/fuzz.sh, a corpus replay tool otherwise.
         .executableTarget(name: "Fuzz", dependencies: ["CachingProtocol"]),

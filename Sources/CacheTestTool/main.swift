@@ -1,11 +1,13 @@
 // A helper process for tests that need a process of their own: registration against
 // URLSession.shared (which exists once per process), with protocols the app registers too
 // (`registered-protocols`), the peak memory of one large body and the resources left after many
-// sessions (`peak-memory`, `token-refresh`), several processes sharing one cache directory (`hammer`,
-// `read-all`), a process killed in the middle of writes (`write-loop`), a process that may not
-// read the cache's files (`fill`, then `read-all-as`), one that pins in a directory another
-// process uses (`pin`, `pinned`), and one that takes the package's lock twice (`relock`, Apple
-// platforms). Not a user-facing tool.
+// sessions (`peak-memory`, `token-refresh`), several processes sharing one cache directory
+// (`hammer`, `read-all`), a process killed in the middle of writes (`write-loop`, and
+// `write-past-limit` at a known point), a process that may not read the cache's files (`fill`,
+// then `read-all-as`), one that pins in a directory another process uses (`pin`, `pinned`), one
+// that takes the package's lock twice (`relock`, Apple platforms), the stress run (`stress`: many
+// sessions on a flaky origin, StressWorkload), and an app that cancels every task it starts
+// (`cancel-race`, `cancel-rates`: CancelRace). Not a user-facing tool.
 import CachingProtocol
 import Foundation
 #if canImport(FoundationNetworking)
@@ -327,6 +329,45 @@ func writeLoop(directory: String, keys: Int, writer: String) -> Never {
     }
 }
 
+/// The bodies of `write-past-limit`: a first entry that fits under its file-size limit, and a
+/// second for the same URL that does not.
+func limitBody(_ version: Int) -> Data {
+    Data((0..<(version == 0 ? 1_000 : 200_000)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ version) })
+}
+
+/// write-past-limit DIR: stores `limitBody(0)` for key 0 and waits until it is on disk, then
+/// limits the size of any file it writes to 64 KiB (`RLIMIT_FSIZE`, with `SIGXFSZ` at its
+/// default action) and stores `limitBody(1)` for the same key: the entry write that replaces the
+/// first dies at 64 KiB, a crash at a known point of a write. Prints `stored first`, and
+/// `survived` only if the process was not killed.
+func writePastLimit(directory: String) -> Never {
+    let cache = openCache(directory, memory: 0, disk: 256 << 20)
+    let url = itemURL(0)
+    func store(_ version: Int) {
+        let body = limitBody(version)
+        let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                                       headerFields: ["Cache-Control": "max-age=86400", "Content-Length": "\(body.count)"])!
+        cache.storeCachedResponse(CachedURLResponse(response: response, data: body), for: URLRequest(url: url))
+    }
+    store(0)
+    cache.waitUntilSettled()
+    say("stored first")
+    var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+    var limit = rlimit(rlim_cur: 64 << 10, rlim_max: 64 << 10)
+    #if canImport(Glibc)
+    guard setrlimit(Int32(RLIMIT_CORE.rawValue), &noCore) == 0, setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit) == 0 else {
+        fail("setrlimit: errno \(errno)")
+    }
+    #else
+    guard setrlimit(RLIMIT_CORE, &noCore) == 0, setrlimit(RLIMIT_FSIZE, &limit) == 0 else { fail("setrlimit: errno \(errno)") }
+    #endif
+    signal(SIGXFSZ, SIG_DFL)
+    store(1)
+    cache.waitUntilSettled()
+    say("survived")
+    exit(0)
+}
+
 /// read-all DIR KEYS: opens the directory as a restarted app would and reads every key.
 /// Prints `missing key=N` for each miss, `bad key=N …` for each wrong entry, and a summary;
 /// exits 1 if any entry was wrong.
@@ -445,6 +486,34 @@ case "peak-memory":
         fail("usage: peak-memory with|without URL DIR")
     }
     peakMemory(withLayer: arguments[1] == "with", url: url, directory: arguments[3])
+case "cancel-race":
+    // cancel-race redirects|delegate-redirects|plain with|without SECONDS DIR: one run of CancelRace.
+    guard arguments.count == 5, let pattern = CancelRace.Pattern(rawValue: arguments[1]), ["with", "without"].contains(arguments[2]),
+          let seconds = TimeInterval(arguments[3]) else {
+        fail("usage: cancel-race redirects|delegate-redirects|plain with|without SECONDS DIR")
+    }
+    CancelRace.run(pattern, withLayer: arguments[2] == "with", seconds: seconds, directory: URL(fileURLWithPath: arguments[4]))
+case "cancel-rates":
+    // cancel-rates PATTERN RUNS SECONDS: how many cancel-race runs crash, both ways.
+    guard arguments.count == 4, let pattern = CancelRace.Pattern(rawValue: arguments[1]), let runs = Int(arguments[2]), runs > 0,
+          let seconds = TimeInterval(arguments[3]) else {
+        fail("usage: cancel-rates redirects|delegate-redirects|plain RUNS SECONDS")
+    }
+    CancelRace.rates(pattern, runs: runs, seconds: seconds)
+case "stress":
+    // stress with|without SEED SECONDS DIR: the stress run (StressWorkload); exits 1 on a wrong
+    // answer or a hung load, 3 when the run does not end.
+    guard arguments.count == 5, ["with", "without"].contains(arguments[1]), let seed = UInt64(arguments[2]),
+          let seconds = TimeInterval(arguments[3]) else {
+        fail("usage: stress with|without SEED SECONDS DIR")
+    }
+    do {
+        let workload = try StressWorkload(StressWorkload.Settings(
+            seed: seed, seconds: seconds, withLayer: arguments[1] == "with", directory: URL(fileURLWithPath: arguments[4])))
+        exit(workload.run() ? 0 : 1)
+    } catch {
+        fail("\(error)")
+    }
 case "token-refresh":
     guard arguments.count == 5, ["with", "without"].contains(arguments[1]), let url = URL(string: arguments[2]),
           let count = Int(arguments[4]), count >= 100 else {
@@ -454,6 +523,9 @@ case "token-refresh":
 case "write-loop":
     guard arguments.count == 4, let keys = Int(arguments[2]), keys > 0 else { fail("usage: write-loop DIR KEYS WRITER") }
     writeLoop(directory: arguments[1], keys: keys, writer: arguments[3])
+case "write-past-limit":
+    guard arguments.count == 2 else { fail("usage: write-past-limit DIR") }
+    writePastLimit(directory: arguments[1])
 case "read-all":
     guard arguments.count == 3, let keys = Int(arguments[2]), keys > 0 else { fail("usage: read-all DIR KEYS") }
     readAll(directory: arguments[1], keys: keys)

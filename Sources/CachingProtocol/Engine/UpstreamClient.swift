@@ -148,8 +148,8 @@ final class UpstreamClient: Sendable {
         // layer, at the pace the reads go. Handed to a delegate queue, they would wait there: the
         // app's client may be called only on corelibs' queue, which a fast transfer keeps busy
         // to its end, so every piece read meanwhile would be held in memory
-        // (Docs/foundation-facts.md, L25). The router's work there is short; the transfer's end,
-        // challenges and redirects go on on another queue (`TransferRouter.offWorkQueue`).
+        // (Docs/foundation-facts.md, L25). The router's work there is short; the transfer's end
+        // and challenges go on on another queue (`TransferRouter.offWorkQueue`).
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: CallbacksInPlace())
         #else
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
@@ -210,10 +210,7 @@ final class UpstreamClient: Sendable {
         task = session.dataTask(with: request)
         #endif
         router.register(task, transfer: transfer)
-        // Cancelled from another queue, never the caller's: a load is cancelled from `stopLoading`
-        // on the app session's queue, and on Linux every session's queue targets one serial queue,
-        // so cancelling (a `sync` onto the upstream session's queue) from there deadlocks.
-        handle.adopt { [task] in DispatchQueue.global(qos: .utility).async { task.cancel() } }
+        handle.adopt { [router, task] in router.cancel(task) }
         // Making the task waits for corelibs' shared queue, which is busy when many loads start
         // and stop at once: one that nobody waits for any more is cancelled before it starts, so
         // the origin never sees it (the caller's cancel reaches a task only after it started).
@@ -316,6 +313,8 @@ private struct Transfer {
     var retryAsDelegateTask: (@Sendable () -> Void)?
     /// A challenge came: the task is cancelled, and `retryAsDelegateTask` runs when it ends.
     var retrying = false
+    /// The caller cancelled the transfer (`TransferRouter.cancel`).
+    var isCancelled = false
     var answeredWithCredential = false
     var responseDate: Date?
 
@@ -351,6 +350,17 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         transfers.withLock { $0[task.taskIdentifier] = transfer }
     }
 
+    /// Cancels `task`'s transfer. The transfer is marked first, under the lock its redirect
+    /// question is answered under: once marked, a redirect question stays unanswered, and the
+    /// cancellation ends the task (see `urlSession(_:task:willPerformHTTPRedirection:…)`).
+    /// `cancel()` itself runs on another queue, never the caller's: a load is cancelled from
+    /// `stopLoading` on the app session's queue, and on Linux every session's queue targets one
+    /// serial queue, so cancelling (a `sync` onto the upstream session's queue) from there deadlocks.
+    func cancel(_ task: URLSessionTask) {
+        transfers.withLock { $0[task.taskIdentifier]?.isCancelled = true }
+        DispatchQueue.global(qos: .utility).async { task.cancel() }
+    }
+
     /// A task with a completion handler ended: its whole response, or the error.
     func complete(_ taskIdentifier: Int, body: Data?, response: URLResponse?, error: Error?) {
         guard var transfer = transfers.withLock({ $0.removeValue(forKey: taskIdentifier) }) else { return }
@@ -372,9 +382,9 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
     /// Runs `work` off corelibs' work queue, where the callbacks run on Linux
     /// (`UpstreamClient.init`): what follows a transfer's end (the engine judging, storing and
     /// answering, or a request sent again: long there, where every session waits, and making a
-    /// task there deadlocks, Docs/foundation-facts.md, L3), and the answer to a challenge or a
-    /// redirect (corelibs may wait for the work queue in the completion handler: cancelling the
-    /// task for a challenge does). Elsewhere in place, on the session's delegate queue.
+    /// task there deadlocks, Docs/foundation-facts.md, L3), and the answer to a challenge
+    /// (corelibs may wait for the work queue in the completion handler: cancelling the task for
+    /// a challenge does). Elsewhere in place, on the session's delegate queue.
     private func offWorkQueue(_ work: @escaping @Sendable () -> Void) {
         #if canImport(FoundationNetworking)
         DispatchQueue.global().async(execute: work)
@@ -383,24 +393,32 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         #endif
     }
 
+    /// Answered at once, in place: a transfer with a listener stops (the 3xx and its body are the
+    /// answer, and the engine follows the redirect, through the cache); one without is followed as
+    /// Foundation follows for a task without a delegate, with the session's cookies for the new URL.
+    ///
+    /// On Linux a cancelled transfer's question is left unanswered: corelibs traps when an answer
+    /// reaches a task its cancellation stopped meanwhile, and the cancellation ends the task
+    /// without one (Docs/foundation-facts.md, L29). The answer is given under the transfers'
+    /// lock, so `cancel` marks the transfer either before the question, or after the answer's
+    /// turn was queued on the task's work queue, where it runs before the cancellation's turns.
     func urlSession(
         _ session: URLSession, task: URLSessionTask,
         willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
         completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
-        offWorkQueue { [self] in followOrStop(task, at: request, in: session, completionHandler: completionHandler) }
-    }
-
-    private func followOrStop(_ task: URLSessionTask, at request: URLRequest, in session: URLSession,
-                              completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
-        let hasListener = transfers.withLock { $0[task.taskIdentifier]?.listener != nil }
-        guard hasListener else {
-            // Followed as Foundation follows for a task without a delegate: with the session's
-            // cookies for the new URL.
-            return completionHandler(SessionSettings.addingCookies(of: session.configuration, to: request))
+        let id = task.taskIdentifier
+        let answer = { (hasListener: Bool) in
+            completionHandler(hasListener ? nil : SessionSettings.addingCookies(of: session.configuration, to: request))
         }
-        // The 3xx and its body are the answer: the engine follows the redirect, through the cache.
-        completionHandler(nil)
+        #if canImport(FoundationNetworking)
+        transfers.withLock { transfers in
+            guard transfers[id]?.isCancelled != true else { return }
+            answer(transfers[id]?.listener != nil)
+        }
+        #else
+        answer(transfers.withLock { $0[id]?.listener != nil })
+        #endif
     }
 
     func urlSession(

@@ -44,6 +44,9 @@ public class CachingURLProtocol: URLProtocol {
         #if canImport(FoundationNetworking)
         /// Foundation's own protocol, loading a task this one handed over (a download on Linux).
         var foundationLoad: FoundationLoad?
+        /// `stopLoading` came from the task's cancellation: the cancellation ends the task, and
+        /// a later `startLoading` does nothing (see `stopLoading`).
+        var isCancelled = false
         #endif
     }
     private let state = Locked(LoadState())
@@ -53,6 +56,8 @@ public class CachingURLProtocol: URLProtocol {
         case start
         /// The load runs (or was answered): nothing to do.
         case alreadyStarted
+        /// The task was cancelled first: its cancellation ends it.
+        case cancelled
         /// The task was handed to Foundation's own protocol: it decides (it resumes a transfer
         /// it suspended, and ignores the call otherwise).
         case resumeFoundation(URLProtocol)
@@ -176,13 +181,14 @@ public class CachingURLProtocol: URLProtocol {
         // corelibs then traps on its next piece of body ("a task that in not in the registry").
         switch state.withLock({ state -> StartRequest in
             #if canImport(FoundationNetworking)
+            if state.isCancelled { return .cancelled }
             if let foundation = state.foundationLoad { return .resumeFoundation(foundation.protocolInstance) }
             #endif
             if state.isStarted { return .alreadyStarted }
             state.isStarted = true
             return .start
         }) {
-        case .alreadyStarted:
+        case .alreadyStarted, .cancelled:
             return
         case .resumeFoundation(let foundationProtocol):
             return foundationProtocol.startLoading()
@@ -319,10 +325,20 @@ public class CachingURLProtocol: URLProtocol {
     }
 
     public override func stopLoading() {
+        #if canImport(FoundationNetworking)
+        // corelibs calls `stopLoading` for a suspension (the task resumes with `startLoading`) and
+        // for a cancellation, whose `startLoading` may still come after it, when the task's
+        // protocol was made while the task was being cancelled (Docs/foundation-facts.md, L30):
+        // loading then would answer a task its cancellation ended, and corelibs traps.
+        let cancelled = task.map { [.canceling, .completed].contains($0.state) } ?? false
+        #endif
         let stopped = state.withLock { state -> LoadState in
             defer {
                 state.loading = nil
                 state.isStarted = false
+                #if canImport(FoundationNetworking)
+                if cancelled { state.isCancelled = true }
+                #endif
             }
             return state
         }

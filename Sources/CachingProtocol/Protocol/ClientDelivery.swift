@@ -36,11 +36,19 @@ final class ClientDelivery: Sendable {
         /// (`data(for:delegate:)`): corelibs' client gives a custom protocol's body only to a
         /// session delegate, its own HTTP protocol to that task delegate too (`AsyncTaskDelegate`).
         var relaysBodiesToAsyncTaskDelegates = false
+        /// Whether a load whose task the app is cancelling is left to end by the cancellation:
+        /// the answer's end is not delivered once the task's `state` is `.canceling`. corelibs'
+        /// `cancel()` marks the task on its work queue and calls `stopLoading` and the client's
+        /// `didFailWithError` in a second turn of that queue; a load that ends in between
+        /// completes the task, the session drops it from its registry, and that report traps
+        /// (Docs/foundation-facts.md, L30). The check and every delivery run on corelibs' one
+        /// serial queue (`TaskQueueExecutor`), so the mark cannot come between them.
+        var endsGiveWayToCancellation = false
 
         /// swift-corelibs-foundation's client.
         static let corelibs = Rules(streamsBodies: false, holdsLockAcrossClientCalls: true,
                                     forwardsChallenges: false, reportsRedirects: false,
-                                    relaysBodiesToAsyncTaskDelegates: true)
+                                    relaysBodiesToAsyncTaskDelegates: true, endsGiveWayToCancellation: true)
         /// Apple's client (tests run it on Linux through `CachingURLProtocol.deliveryRules`).
         static let apple = Rules(streamsBodies: true, holdsLockAcrossClientCalls: false,
                                  forwardsChallenges: true, reportsRedirects: true)
@@ -334,6 +342,10 @@ final class ClientDelivery: Sendable {
         let work: @Sendable () -> Void = { [state, rules] in
             func claim(_ state: inout State) -> Recipient? {
                 guard !state.isStopped, let owner = state.owner, let client = owner.client else { return nil }
+                if ending, rules.endsGiveWayToCancellation, owner.task?.state == .canceling {
+                    state.isStopped = true
+                    return nil
+                }
                 state.streamed?.bodyBytes += bytes
                 #if canImport(FoundationNetworking)
                 let recipient = Recipient(client: client, owner: owner, streamed: state.streamed, bodyDelivery: state.bodyDelivery,

@@ -83,7 +83,7 @@ final class PrefetchTests: CachingTestCase {
         let release = DispatchSemaphore(value: 0)
         origin.handle("/shared") { _ in
             arrived.fulfill()
-            release.wait()
+            _ = release.wait(timeout: .now() + 30)
             return .text("shared", headers: [HTTPField("Cache-Control", "max-age=600")])
         }
         let url = origin.url("/shared")
@@ -91,16 +91,16 @@ final class PrefetchTests: CachingTestCase {
         let session: URLSession = self.session
         let prefetch = Task { await configuration.prefetch([url]) }
         await fulfillment(of: [arrived], timeout: 10)
-        let appLoad = Task { try await session.data(from: url) }
+        let appLoad = Task { try? await session.data(from: url).0 }
         // The origin holds its answer until the app's load has joined the prefetch's exchange.
         let engine = Installation.engine(for: configuration)
         let key = CacheKey.make(method: "GET", url: url)
         await waitUntil("the app's load joined") { engine.exchanges.waitingLoads(forKey: key) == 2 }
         release.signal()
-        let (data, _) = try await appLoad.value
-        XCTAssertEqual(String(decoding: data, as: UTF8.self), "shared")
-        let summary = await prefetch.value
-        XCTAssertEqual(summary.fetched, 1)
+        let data = await value(of: appLoad, within: 20, "the app's load ended") ?? nil
+        XCTAssertEqual(data.map { String(decoding: $0, as: UTF8.self) }, "shared")
+        let summary = await value(of: prefetch, within: 20, "the prefetch ended")
+        XCTAssertEqual(summary?.fetched, 1)
         XCTAssertEqual(origin.requests(to: "/shared").count, 1, "one request for both")
         XCTAssertEqual(configuration.statistics.collapsed, 1)
     }
@@ -121,7 +121,7 @@ final class PrefetchTests: CachingTestCase {
         let prefetch = Task { await configuration.prefetch(urls, maximumConcurrent: 2) }
         await fulfillment(of: [twoArrived], timeout: 10)
         prefetch.cancel()
-        let summary = await prefetch.value
+        let summary = await value(of: prefetch, within: 20, "the cancelled prefetch ended")
         XCTAssertLessThan(Date().timeIntervalSince(started), 20, "the running requests were cancelled, not waited for")
         XCTAssertEqual(summary, PrefetchSummary(failed: 10))
         XCTAssertEqual(origin.requests.count, 2, "nothing was sent after the cancellation")

@@ -48,6 +48,29 @@ final class CacheControlTests: LoaderRulesTestCase {
         }
     }
 
+    /// Optional whitespace (spaces and tabs, RFC 9110 §5.6.3) around a value, before the comma
+    /// that ends it, is not part of the value: `max-age=60 , public` is 60 seconds and public.
+    func testWhitespaceBeforeTheCommaIsNotPartOfTheValue() {
+        let cases: [(String, Int?, Bool)] = [
+            ("max-age=60 , public", 60, true),
+            ("max-age=60\t,public", 60, true),
+            ("max-age=60 \t , public", 60, true),
+            ("public , max-age=60 ", 60, true),
+            ("max-age=60\t", 60, false),
+            ("max-age = 60 ,public", 60, true),
+            ("max-age=\"60\" , public", 60, true),
+        ]
+        for (value, maxAge, isPublic) in cases {
+            let parsed = CacheControl(value)
+            XCTAssertEqual(parsed.maxAge, maxAge, value)
+            XCTAssertFalse(parsed.hasInvalidFreshness, value)
+            XCTAssertEqual(parsed.isPublic, isPublic, value)
+        }
+        XCTAssertEqual(CacheControl("stale-if-error=600 , max-stale=30\t,min-fresh=5 ").staleIfError, 600)
+        XCTAssertEqual(CacheControl("max-stale=30\t,min-fresh=5 ").maxStale, .seconds(30))
+        XCTAssertEqual(CacheControl("max-stale=30\t,min-fresh=5 ").minFresh, 5)
+    }
+
     func testQuotedValuesWithCommasAndEscapes() {
         let parsed = CacheControl(#"private="Set-Cookie, X-Secret", no-cache="a\"b", max-age=5"#)
         XCTAssertTrue(parsed.isPrivate)

@@ -14,16 +14,10 @@ final class FuzzCorpusTests: LoaderRulesTestCase {
         let files = try FileManager.default.subpathsOfDirectory(atPath: corpus.path).filter { !$0.hasSuffix("http") && !$0.hasSuffix("storage") }
         XCTAssertGreaterThanOrEqual(files.count, 20, "the seed corpus is there")
 
-        let process = Process()
-        process.executableURL = try HelperTool.url("Fuzz")
-        process.arguments = [corpus.path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, text)
+        let replay = try ChildProcess.run(try HelperTool.url("Fuzz"), [corpus.path], timeout: 300)
+        let text = replay.output + replay.errors
+        XCTAssertFalse(replay.timedOut, text)
+        XCTAssertEqual(replay.status, 0, text)
         XCTAssertTrue(text.contains("replayed \(files.count) inputs"), text)
     }
     #else

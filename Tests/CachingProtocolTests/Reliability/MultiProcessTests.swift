@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -36,11 +39,36 @@ final class MultiProcessTests: LoaderRulesTestCase {
             + ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasPrefix(".tmp-") }
     }
 
-    /// Waits for `tool`'s output to end and returns its exit status.
+    /// Waits for `tool`'s output to end and for it to exit, and returns its exit status (-1
+    /// when it did not exit in time).
     private func finish(_ tool: RunningTool, timeout: TimeInterval = 120) -> Int32 {
-        wait(for: [tool.ended], timeout: timeout)
-        tool.process.waitUntilExit()
-        return tool.process.terminationStatus
+        wait(for: [tool.ended, tool.exited], timeout: timeout)
+        return tool.process.isRunning ? -1 : tool.process.terminationStatus
+    }
+
+    /// A crash at a known point of a write: the process limits its files to 64 KiB
+    /// (`RLIMIT_FSIZE`) and replaces a stored entry with a 200 KB one, so the kernel kills it with
+    /// `SIGXFSZ` at the 64 KiB-th byte of that write, every time. The entry it was replacing is
+    /// left whole at its path and served after a restart; a write made in place would have cut
+    /// the entry's own file at 64 KiB.
+    func testAWriteKilledPartWayLeavesTheEntryItReplacedWhole() throws {
+        let tool = try RunningTool(["write-past-limit", directory.path])
+        XCTAssertEqual(finish(tool), SIGXFSZ, "killed by the file-size limit: \(tool.lines) \(tool.errorOutput)")
+        XCTAssertEqual(tool.process.terminationReason, .uncaughtSignal)
+        XCTAssertEqual(tool.lines, ["stored first"], "the second write never finished")
+        let first = Data((0..<1_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })  // the tool's `limitBody(0)`
+
+        // The entry's own file is the first entry, whole; the dead write's bytes are elsewhere.
+        let onDisk = try Data(contentsOf: entryFile(0))
+        XCTAssertLessThan(onDisk.count, 64 << 10, "the entry file holds the first entry, not 64 KiB of the second")
+        XCTAssertNotNil(onDisk.range(of: first), "the first body is in the entry's file")
+
+        let reopened = CachingURLCache(memoryCapacity: 0, diskCapacity: 256 << 20, directory: directory)
+        reopened.waitUntilSettled()
+        let url = URL(string: "http://cache-test.invalid/item/0?q=0")!
+        XCTAssertEqual(reopened.cachedResponse(for: URLRequest(url: url))?.data, first, "a restart serves the entry the write replaced")
+        XCTAssertEqual(reopened.statistics.corruptEntriesRemoved, 0)
+        XCTAssertEqual(temporaryFiles(), [], "the dead process's temporary file is removed")
     }
 
     func testWriterKilledMidWriteLeavesNoTornEntry() throws {
@@ -55,7 +83,7 @@ final class MultiProcessTests: LoaderRulesTestCase {
             wait(for: [progressed], timeout: 60)
             // When it is killed with SIGKILL while it keeps writing
             writer.send(signal: SIGKILL)
-            writer.process.waitUntilExit()
+            wait(for: [writer.exited], timeout: 10)
             XCTAssertEqual(writer.process.terminationReason, .uncaughtSignal, writer.errorOutput)
             XCTAssertEqual(writer.process.terminationStatus, SIGKILL)
             killedPID = writer.process.processIdentifier
@@ -116,7 +144,7 @@ final class MultiProcessTests: LoaderRulesTestCase {
         wait(for: [progressed], timeout: 60)
         // When the writer is killed mid-write
         victim.send(signal: SIGKILL)
-        victim.process.waitUntilExit()
+        wait(for: [victim.exited], timeout: 10)
         XCTAssertEqual(victim.process.terminationReason, .uncaughtSignal)
         // Then the other process never read a wrong entry
         XCTAssertEqual(finish(survivor), 0, survivor.lines.filter { $0.hasPrefix("bad") }.joined(separator: "\n"))

@@ -222,6 +222,26 @@ extension Data {
 }
 
 extension XCTestCase {
+    /// `task`'s value, waited for at most `seconds`; nil, with the test failed, when it is not
+    /// done by then (the task is cancelled and left to end on its own). A load the layer never
+    /// ends must fail the test in bounded time, not hang it.
+    func value<Value: Sendable>(of task: Task<Value, Never>, within seconds: TimeInterval,
+                                _ description: String = "the task ended") async -> Value? {
+        let done = XCTestExpectation(description: description)
+        let result = Locked<Value?>(nil)
+        Task {
+            let value = await task.value
+            result.withLock { $0 = value }
+            done.fulfill()
+        }
+        await fulfillment(of: [done], timeout: seconds)
+        guard let value = result.withLock({ $0 }) else {
+            task.cancel()
+            return nil
+        }
+        return value
+    }
+
     /// An expectation fulfilled once `condition` holds (an origin counter reaching a value, say),
     /// checked every 10 ms on a queue of its own until it holds or `giveUpAfter` seconds passed.
     /// As `XCTNSPredicateExpectation` polls, but that one polls on the run loop of the thread that

@@ -102,14 +102,7 @@ final class Mounts {
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) -> Int32 {
         #if os(macOS) || os(Linux)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
+        return (try? ChildProcess.run(URL(fileURLWithPath: executable), arguments, timeout: 60).status) ?? -1
         #else
         return -1   // no processes here (see requireProcesses)
         #endif
@@ -155,33 +148,68 @@ struct HelperToolMissing: Error, CustomStringConvertible {
     var description: String { "\(name) was not found (looked for \(searched.joined(separator: ", "))); build it with the tests" }
 }
 
+/// A process run to its end within a time limit: a test waits for it with a timeout, never
+/// without one, so a process that hangs fails the test instead of hanging the suite.
+enum ChildProcess {
+    /// What the process printed and how it ended.
+    struct Outcome {
+        var output: String
+        var errors: String
+        /// The exit status, or the signal that ended it (`signalled`); -1 if it never ended.
+        var status: Int32
+        var signalled: Bool
+        /// Whether it outlasted its time and was killed (SIGKILL).
+        var timedOut: Bool
+    }
+
+    /// Runs `executable` with `arguments`, reading both of its outputs, for at most `timeout`
+    /// seconds; kills it then.
+    static func run(_ executable: URL, _ arguments: [String], timeout: TimeInterval) throws -> Outcome {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        let exited = XCTestExpectation(description: "\(executable.lastPathComponent) exited")
+        process.terminationHandler = { _ in exited.fulfill() }
+        // Both pipes are read at once so that neither fills up and blocks the process.
+        let read = Locked((output: Data(), errors: Data()))
+        let readers = DispatchGroup()
+        for (pipe, isOutput) in [(output, true), (errors, false)] {
+            readers.enter()
+            DispatchQueue.global().async {
+                let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                read.withLock { if isOutput { $0.output = data } else { $0.errors = data } }
+                readers.leave()
+            }
+        }
+        try process.run()
+        let timedOut = XCTWaiter().wait(for: [exited], timeout: timeout) != .completed
+        if timedOut {
+            kill(process.processIdentifier, SIGKILL)
+            _ = XCTWaiter().wait(for: [exited], timeout: 10)
+        }
+        // A child of the process may still hold the pipes open: do not wait for it for long.
+        _ = readers.wait(timeout: .now() + 5)
+        let (out, err) = read.withLock { ($0.output, $0.errors) }
+        let ended = !process.isRunning
+        return Outcome(output: String(decoding: out, as: UTF8.self), errors: String(decoding: err, as: UTF8.self),
+                       status: ended ? process.terminationStatus : -1,
+                       signalled: ended && process.terminationReason == .uncaughtSignal, timedOut: timedOut)
+    }
+}
+
 /// The `CacheTestTool` executable built next to the test bundle, for tests that need a process
 /// of their own (registration against `URLSession.shared`, several processes on one directory).
 enum CacheTestToolRunner {
     static func executable() throws -> URL { try HelperTool.url("CacheTestTool") }
 
-    /// Runs the tool to completion and returns its output and exit status.
-    static func run(_ arguments: [String]) throws -> (output: String, errors: String, status: Int32) {
-        let process = Process()
-        process.executableURL = try executable()
-        process.arguments = arguments
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        // Read both pipes at once so neither fills up and blocks the tool.
-        let errorData = Locked(Data())
-        let errorsRead = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            let data = errors.fileHandleForReading.readDataToEndOfFile()
-            errorData.withLock { $0 = data }
-            errorsRead.signal()
-        }
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        errorsRead.wait()
-        process.waitUntilExit()
-        return (String(decoding: out, as: UTF8.self), String(decoding: errorData.withLock { $0 }, as: UTF8.self),
-                process.terminationStatus)
+    /// Runs the tool to completion (killed after `timeout` seconds) and returns its output and
+    /// exit status (-1 if it had to be killed).
+    static func run(_ arguments: [String], timeout: TimeInterval = 120) throws -> (output: String, errors: String, status: Int32) {
+        let outcome = try ChildProcess.run(try executable(), arguments, timeout: timeout)
+        return (outcome.output, outcome.errors, outcome.timedOut ? -1 : outcome.status)
     }
 }
 
@@ -202,12 +230,15 @@ final class RunningTool: @unchecked Sendable {
     }
     private let state = Locked(State())
     let ended = XCTestExpectation(description: "tool output ended")
+    /// Fulfilled once the tool exited (wait for it with a timeout, never `waitUntilExit()`).
+    let exited = XCTestExpectation(description: "tool exited")
 
     init(_ arguments: [String]) throws {
         process.executableURL = try CacheTestToolRunner.executable()
         process.arguments = arguments
         process.standardOutput = output
         process.standardError = errors
+        process.terminationHandler = { [exited] _ in exited.fulfill() }
         try process.run()
         let readThread = Thread { [self] in readLines() }
         readThread.start()

@@ -118,7 +118,7 @@ final class DataTaskCancellationPairTests: CachingTestCase {
             let call = Task { await Self.describe { try await session.data(from: url) } }
             await cancel(nil, at: .beforeTheResponse)
             call.cancel()
-            return "\(await call.value) | \(await aftermath("/late"))"
+            return "\(await value(of: call, within: 20) ?? "no end") | \(await aftermath("/late"))"
         }
         XCTAssertEqual(without.result, "error -999 | origin: 1 abandoned, part of the body sent; stored: nothing")
         XCTAssertEqual(with, without)
@@ -137,7 +137,7 @@ final class DataTaskCancellationPairTests: CachingTestCase {
             let call = Task { await Self.describe { try await session.data(from: url, delegate: callDelegate) } }
             await fulfillment(of: [firstBytes], timeout: 20)
             call.cancel()
-            return "\(await call.value) delegate: \(callDelegate.calls) | \(await aftermath("/slow"))"
+            return "\(await value(of: call, within: 20) ?? "no end") delegate: \(callDelegate.calls) | \(await aftermath("/slow"))"
         }
         XCTAssertEqual(without.result, "error -999 delegate: [\"response 200\", \"data 9\"] | "
                        + "origin: 1 abandoned, part of the body sent; stored: nothing")
@@ -171,7 +171,7 @@ final class DataTaskCancellationPairTests: CachingTestCase {
             let second = Task { await Self.describe { try await session.data(from: url) } }
             await waitUntilJoinedOrSent(session)
             second.cancel()
-            return "first: \(await first.value) second: \(await second.value)"
+            return "first: \(await value(of: first, within: 20) ?? "no end") second: \(await value(of: second, within: 20) ?? "no end")"
         }
     }
 

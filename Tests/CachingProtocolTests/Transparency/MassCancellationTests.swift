@@ -46,7 +46,7 @@ final class MassCancellationTests: CachingTestCase {
     /// Starts `count` tasks for distinct URLs on a new session (with the layer or not), then
     /// cancels them all; `whileTheEngineWaits` holds the engine's queue until every task ended,
     /// so every cancellation comes before the layer could send anything.
-    private func startAndCancel(withLayer: Bool, style: Style, whileTheEngineWaits: Bool = false) async -> Run {
+    private func startAndCancel(withLayer: Bool, style: Style, whileTheEngineWaits: Bool = false) async throws -> Run {
         origin.resetLog()
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         if withLayer { CachingURLProtocol.inject(into: sessionConfiguration, using: configuration) }
@@ -65,7 +65,7 @@ final class MassCancellationTests: CachingTestCase {
             return style == .completionHandler ? session.dataTask(with: url) { _, _, error in record(error) } : session.dataTask(with: url)
         }
         let gate = DispatchSemaphore(value: 0)
-        if whileTheEngineWaits { CacheEngine.queue.async(flags: .barrier) { gate.wait() } }
+        if whileTheEngineWaits { CacheEngine.queue.async(flags: .barrier) { _ = gate.wait(timeout: .now() + 60) } }
         for task in tasks { task.resume() }
         for task in tasks {
             if style == .alamofire { task.resume() }
@@ -73,9 +73,17 @@ final class MassCancellationTests: CachingTestCase {
         }
         await fulfillment(of: [ended], timeout: 30)
         if whileTheEngineWaits { gate.signal() }
-        // A request through the same session after them: once it is answered, every cancellation
-        // has reached the transfer it stops.
-        _ = try? await session.data(from: origin.url("/sentinel"))
+        // Every request that reached the origin was given up by its client: the origin holds each
+        // for 5 s, so one that is still held (or was sent whole) after 10 s was never cancelled.
+        let server = self.origin!
+        let abandoned: @Sendable () -> Bool = { server.responsesAbandoned == server.requests(to: "/item").count }
+        await fulfillment(of: [expectation(until: "every request the origin got was abandoned", giveUpAfter: 10, abandoned)],
+                          timeout: 10)
+        // Stop here: every later round would wait behind the same requests.
+        guard abandoned() else { throw UncancelledRequests(reached: server.requests(to: "/item").count, abandoned: server.responsesAbandoned) }
+        // A request through the same session after them (with a timeout of its own): once it is
+        // answered, every cancellation has reached the transfer it stops.
+        _ = try? await session.data(for: URLRequest(url: origin.url("/sentinel"), timeoutInterval: 10))
         let targets = origin.requests(to: "/item").map(\.target)
         return Run(reached: targets.count, sentTwice: targets.count - Set(targets).count, outcomes: outcomes.withLock { $0 })
     }
@@ -84,7 +92,7 @@ final class MassCancellationTests: CachingTestCase {
     /// request reaches the origin, and every task ends with the cancellation error.
     func testTasksCancelledBeforeTheLayerSentThemNeverReachTheOrigin() async throws {
         for style in Style.allCases {
-            let run = await startAndCancel(withLayer: true, style: style, whileTheEngineWaits: true)
+            let run = try await startAndCancel(withLayer: true, style: style, whileTheEngineWaits: true)
             XCTAssertEqual(run.outcomes, ["error -999": count], style.rawValue)
             XCTAssertEqual(run.reached, 0, style.rawValue)
         }
@@ -100,8 +108,8 @@ final class MassCancellationTests: CachingTestCase {
         for style in Style.allCases {
             var counts: (without: [Int], with: [Int]) = ([], [])
             for _ in 0..<rounds {
-                let without = await startAndCancel(withLayer: false, style: style)
-                let with = await startAndCancel(withLayer: true, style: style)
+                let without = try await startAndCancel(withLayer: false, style: style)
+                let with = try await startAndCancel(withLayer: true, style: style)
                 XCTAssertEqual(without.outcomes, ["error -999": count], style.rawValue)
                 XCTAssertEqual(with.outcomes, ["error -999": count], style.rawValue)
                 XCTAssertEqual(with.sentTwice, 0, style.rawValue)
@@ -112,6 +120,14 @@ final class MassCancellationTests: CachingTestCase {
                   + "without the layer \(counts.without.sorted()), with it \(counts.with.sorted())")
         }
     }
+}
+
+/// Requests the origin still held (or sent whole) after their tasks were cancelled: the layer
+/// kept its upstream requests running.
+private struct UncancelledRequests: Error, CustomStringConvertible {
+    let reached: Int
+    let abandoned: Int
+    var description: String { "\(reached) requests reached the origin, \(abandoned) of them abandoned by their client" }
 }
 
 /// A session delegate that reports each task's end.
