@@ -70,8 +70,10 @@ final class StressTests: LoaderRulesTestCase {
     ///   run to run (each counts twice, as the origin's end is in the process too);
     /// - 2 for each upstream session the layer makes (`URLSessionUpstream`): each `URLSession`
     ///   on Linux has a libcurl multi handle, and libcurl 7.88's keeps a socket pair to wake
-    ///   itself. The workload's seven app sessions get one each and its two settings (request
-    ///   timeouts of 2 s and 4 s) one shared each: 9, so 18 (Docs/reliability.md, measured).
+    ///   itself. The workload's seven app sessions get one each, and its two sessions with a
+    ///   delegate a second one each, for the redirects their delegate gives back, which go
+    ///   upstream without the jar's cookies (`SessionSettings.forRequestsAsGiven`): 9, so 18
+    ///   (Docs/reliability.md, measured).
     /// The app's sessions stay alive to the end (invalidated, not freed), so their upstream
     /// sessions are still there after the run.
     static let allowedExtraDescriptors = 32 + 2 * (7 + 2)
