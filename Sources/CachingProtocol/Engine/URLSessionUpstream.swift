@@ -12,8 +12,9 @@ import FoundationNetworking
 ///   `httpMaximumConnectionsPerHost` per host, as its tasks would without the layer. One
 ///   session's fast requests never wait behind another's slow ones for a connection, and no
 ///   session gets more connections than it would. Released (its running transfers finish) once
-///   the app's session is gone, which the next send notices; at most `maximumAppSessions` are
-///   kept, those used most recently.
+///   the app's session is gone: when the last transfer through it ends after that, or else at the
+///   next send or the end of any other transfer, whichever comes first. At most
+///   `maximumAppSessions` are kept, those used most recently.
 /// - **Otherwise one per settings**, told apart by `SessionSettings.upstreamKey` (not by the
 ///   header fields each request carries): for loads whose session is not known (on Apple, where
 ///   a task does not say, Docs/foundation-facts.md A22; prefetch and cached-then-fresh), which
@@ -36,6 +37,8 @@ final class URLSessionUpstream: Upstream {
         /// The app session it was made for (nil: shared).
         let appSession: AppSession?
         var lastUse: UInt64
+        /// Transfers sent through it that have not ended.
+        var running = 0
     }
 
     private struct Clients {
@@ -53,10 +56,11 @@ final class URLSessionUpstream: Upstream {
             var released = appSessionCount > 0 ? releaseGoneAppSessions() : []
             if let kept = byKey[key] {
                 byKey[key]?.lastUse = clock
+                byKey[key]?.running += 1
                 return (kept.client, released)
             }
             let made = UpstreamClient(configuration: configuration())
-            byKey[key] = Kept(client: made, appSession: appSession, lastUse: clock)
+            byKey[key] = Kept(client: made, appSession: appSession, lastUse: clock, running: 1)
             let isAppSessions = appSession != nil
             if isAppSessions { appSessionCount += 1 }
             let count = isAppSessions ? appSessionCount : byKey.count - appSessionCount
@@ -66,6 +70,14 @@ final class URLSessionUpstream: Upstream {
                 released.append(remove(oldest.key))
             }
             return (made, released)
+        }
+
+        /// A transfer `client` sent for `key` ended: the clients to shut down, those of app
+        /// sessions the app let go of (this one's among them when it was its last transfer).
+        mutating func transferEnded(for key: Key, on client: UpstreamClient) -> [UpstreamClient] {
+            if byKey[key]?.client === client { byKey[key]?.running -= 1 }
+            guard appSessionCount > 0 else { return [] }
+            return byKey.filter { $0.value.running == 0 && $0.value.appSession?.isGone == true }.map { remove($0.key) }
         }
 
         /// Forgets the clients of app sessions the app let go of.
@@ -122,7 +134,11 @@ final class URLSessionUpstream: Upstream {
             clients.client(for: key, appSession: appSession) { settings.upstreamConfiguration(leavingOut: isCachingProtocol) }
         }
         for client in released { client.shutdown() }
-        return client.send(request, wholeBody: wholeBody, clock: clock, listener: listener, completion: completion)
+        return client.send(request, wholeBody: wholeBody, clock: clock, listener: listener) { [clients] outcome in
+            let released = clients.withLock { $0.transferEnded(for: key, on: client) }
+            for client in released { client.shutdown() }
+            completion(outcome)
+        }
     }
 
     func shutdown() {

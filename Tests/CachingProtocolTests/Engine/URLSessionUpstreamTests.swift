@@ -76,6 +76,40 @@ final class URLSessionUpstreamTests: LoaderRulesTestCase {
         XCTAssertEqual(upstream.sessionCounts.all, 2)
     }
 
+    /// An app session let go of while a transfer through its upstream session runs: the upstream
+    /// session is released when that transfer ends, with no other send.
+    func testAGoneAppSessionsUpstreamSessionIsReleasedWhenItsLastTransferEnds() async throws {
+        let gate = OriginGate()
+        defer { gate.open() }
+        origin.handle("/held") { _ in
+            gate.pass()
+            return .text("held")
+        }
+        var session: URLSession? = URLSession(configuration: .default)
+        let appSession = AppSession(session!)
+        let warmUp = try await send("warm-up", appSession: appSession)
+        XCTAssertEqual(warmUp, "a warm-up")
+        XCTAssertEqual(upstream.sessionCounts.appSessions, 1, "kept while its app session lives, between transfers")
+
+        let answered = XCTestExpectation(description: "answered")
+        let body = Locked<String?>(nil)
+        _ = upstream.send(URLRequest(url: origin.url("/held")), from: .standard, appSession: appSession, wholeBody: true,
+                          listener: nil) { outcome in
+            body.withLock { $0 = (try? outcome.get()).map { String(decoding: $0.body, as: UTF8.self) } }
+            answered.fulfill()
+        }
+        XCTAssertTrue(gate.waitUntilWaiting(1, timeout: 20), "the request reached the origin")
+        session = nil
+        XCTAssertTrue(appSession.isGone, "the layer holds no app session")
+        XCTAssertEqual(upstream.sessionCounts.appSessions, 1, "kept while a transfer through it runs")
+
+        gate.open()
+        await fulfillment(of: [answered], timeout: 20)
+        XCTAssertEqual(body.withLock { $0 }, "held", "the running transfer finished")
+        XCTAssertEqual(upstream.sessionCounts.appSessions, 0, "released when its last transfer ended, with no other send")
+        XCTAssertEqual(upstream.sessionCounts.all, 0)
+    }
+
     /// At most `maximumAppSessions` app sessions' and `maximumSharedSessions` shared upstream
     /// sessions are kept, each kind apart: the least recently used one goes.
     func testEachKindKeepsAtMostItsLimit() async throws {

@@ -62,7 +62,8 @@ final class SessionSettingsTests: CachingTestCase {
     /// Sessions that differ only in the header fields they add — a fresh token at each refresh —
     /// get the connections they get without the layer (one each: a session's connections are its
     /// own), each its own token; the layer keeps nothing for a session the app let go of (its
-    /// upstream session goes when the next request is sent).
+    /// upstream session goes once the session is freed: corelibs frees an invalidated session
+    /// on its own queue, so the one just let go of may still be there at the next request).
     func testARefreshedSessionGetsTheConnectionsItGetsWithoutTheLayerAndTheOldOneIsReleased() async throws {
         origin.handle("/me") { request in .text("hello \(request.header("Authorization") ?? "nobody")") }
         let upstream = try XCTUnwrap(Installation.engine(for: configuration).upstream as? URLSessionUpstream)
@@ -78,7 +79,8 @@ final class SessionSettingsTests: CachingTestCase {
                 XCTAssertEqual(String(decoding: data, as: UTF8.self), "hello Bearer \(token)")
                 refreshed.finishTasksAndInvalidate()
                 if withLayer {
-                    XCTAssertEqual(upstream.sessionCounts.appSessions, 1, "after \(token): no upstream session of an earlier session")
+                    XCTAssertLessThanOrEqual(upstream.sessionCounts.appSessions, 2,
+                                             "after \(token): none of a session before the one just let go of")
                 }
             }
             XCTAssertEqual(origin.requests(to: "/me").compactMap { $0.header("Authorization") },

@@ -16,8 +16,8 @@ import XCTest
 /// that the run without it did not have (offline mode's error and the cache's documented `504`
 /// aside); and
 /// descriptors open at the peak and after the run (sessions invalidated, the origin stopped)
-/// within 32 of the run without the layer: a descriptor lost per load or per exchange would
-/// be hundreds, while what the runs hold in connection pools differs by a few from run to run.
+/// within `allowedExtraDescriptors` of the run without the layer: a descriptor lost per load or
+/// per exchange would be hundreds.
 /// Each run is time-boxed: a run that does not end in time fails the test.
 ///
 /// `CACHINGPROTOCOL_STRESS_SEED` replays a seed (printed by every run and in every failure), and
@@ -65,6 +65,19 @@ final class StressTests: LoaderRulesTestCase {
         }
     }
 
+    /// How many more descriptors the run with the layer may hold than the one without:
+    /// - 32 for what the runs hold in connection pools, which differs by a few connections from
+    ///   run to run (each counts twice, as the origin's end is in the process too);
+    /// - 2 for each upstream session the layer makes (`URLSessionUpstream`): each `URLSession`
+    ///   on Linux has a libcurl multi handle, and libcurl 7.88's keeps a socket pair to wake
+    ///   itself. The workload's seven app sessions get one each, and its two sessions with a
+    ///   delegate a second one each, for the redirects their delegate gives back, which go
+    ///   upstream without the jar's cookies (`SessionSettings.forRequestsAsGiven`): 9, so 18
+    ///   (Docs/reliability.md, measured).
+    /// The app's sessions stay alive to the end (invalidated, not freed), so their upstream
+    /// sessions are still there after the run.
+    static let allowedExtraDescriptors = 32 + 2 * (7 + 2)
+
     func testManySessionsOnAFlakyOriginGetOnlyAnswersTheOriginSentAndNoErrorsOfTheLayersOwn() throws {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["CACHINGPROTOCOL_STRESS_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(UInt32.max))
@@ -92,7 +105,7 @@ final class StressTests: LoaderRulesTestCase {
         if with.processProblem == nil && without.processProblem == nil {
             for moment in ["peak", "end"] {
                 let counts = (with.field("fds", moment), without.field("fds", moment))
-                XCTAssertLessThanOrEqual(counts.0 ?? .max, (counts.1 ?? 0) + 32, "descriptors open (\(moment)), with the layer and without: \(replay)")
+                XCTAssertLessThanOrEqual(counts.0 ?? .max, (counts.1 ?? 0) + Self.allowedExtraDescriptors, "descriptors open (\(moment)), with the layer and without: \(replay)")
             }
         }
         if with.processProblem == nil {
