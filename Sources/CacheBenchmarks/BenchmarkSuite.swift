@@ -429,19 +429,29 @@ final class BenchmarkSuite {
     /// Runs `bench --launch-side SIDE --directory D --probe URL` in a child process and reads its
     /// milliseconds: to the end of the launch, and to the first hit (layered sides).
     private static func runLaunchChild(_ demo: URL, side: String, directory: URL, probe: URL) throws -> (Double, Double?) {
+        let arguments = ["bench", "--launch-side", side, "--directory", directory.path, "--probe", probe.absoluteString]
+        let fields = try childWords(demo, arguments, count: 2, what: "the \(side) launch child").compactMap { Double($0) }
+        guard fields.count == 2 else { throw BenchmarkError("the \(side) launch child printed no two numbers") }
+        return (fields[0], fields[1] >= 0 ? fields[1] : nil)
+    }
+
+    /// Runs the Demo executable `demo` with `arguments` in a child process and returns the
+    /// `count` words (split at white space) it printed; throws, naming `what`, when the child
+    /// failed or printed another number of words.
+    static func childWords(_ demo: URL, _ arguments: [String], count: Int, what: String) throws -> [Substring] {
         let child = Process()
         child.executableURL = demo
-        child.arguments = ["bench", "--launch-side", side, "--directory", directory.path, "--probe", probe.absoluteString]
+        child.arguments = arguments
         let output = Pipe()
         child.standardOutput = output
         try child.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         child.waitUntilExit()
-        let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace).compactMap { Double($0) }
-        guard child.terminationStatus == 0, fields.count == 2 else {
-            throw BenchmarkError("the \(side) launch child failed (status \(child.terminationStatus)): \(String(decoding: data, as: UTF8.self))")
+        let words = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        guard child.terminationStatus == 0, words.count == count else {
+            throw BenchmarkError("\(what) failed (status \(child.terminationStatus)): \(String(decoding: data, as: UTF8.self))")
         }
-        return (fields[0], fields[1] >= 0 ? fields[1] : nil)
+        return words
     }
 
     /// The Demo executable, which runs the benchmarks' child processes (`bench --launch-side`,

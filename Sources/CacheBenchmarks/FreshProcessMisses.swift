@@ -44,17 +44,9 @@ extension BenchmarkSuite {
     /// to the settled store.
     private static func runFreshChild(side: String, bytes: Int) throws -> (answer: UInt64, settled: UInt64) {
         guard let demo = demoExecutable else { throw BenchmarkError("no Demo executable to run the \(side) child") }
-        let child = Process()
-        child.executableURL = demo
-        child.arguments = ["bench", "--fresh-side", side, "--bytes", String(bytes)]
-        let output = Pipe()
-        child.standardOutput = output
-        try child.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        child.waitUntilExit()
-        let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
-        guard child.terminationStatus == 0, fields.count == 2, let answer = UInt64(fields[0]), let settled = UInt64(fields[1]) else {
-            throw BenchmarkError("the \(side) child failed (status \(child.terminationStatus)): \(String(decoding: data, as: UTF8.self))")
+        let fields = try childWords(demo, ["bench", "--fresh-side", side, "--bytes", String(bytes)], count: 2, what: "the \(side) child")
+        guard let answer = UInt64(fields[0]), let settled = UInt64(fields[1]) else {
+            throw BenchmarkError("the \(side) child printed \(fields.joined(separator: " "))")
         }
         return (answer, settled)
     }

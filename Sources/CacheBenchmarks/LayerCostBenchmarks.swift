@@ -197,18 +197,9 @@ extension BenchmarkSuite {
     /// Runs `bench --huge-side SIDE --bytes N` in a child process and reads its one line.
     private static func runHugeChild(side: String, bytes: Int) throws -> HugeSample {
         guard let demo = demoExecutable else { throw BenchmarkError("no Demo executable to run the \(side) child") }
-        let child = Process()
-        child.executableURL = demo
-        child.arguments = ["bench", "--huge-side", side, "--bytes", String(bytes)]
-        let output = Pipe()
-        child.standardOutput = output
-        try child.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        child.waitUntilExit()
-        let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
-        guard child.terminationStatus == 0, fields.count == 3, let microseconds = Double(fields[0]),
-              let growth = Int(fields[1]) else {
-            throw BenchmarkError("the \(side) child failed (status \(child.terminationStatus)): \(String(decoding: data, as: UTF8.self))")
+        let fields = try childWords(demo, ["bench", "--huge-side", side, "--bytes", String(bytes)], count: 3, what: "the \(side) child")
+        guard let microseconds = Double(fields[0]), let growth = Int(fields[1]) else {
+            throw BenchmarkError("the \(side) child printed \(fields.joined(separator: " "))")
         }
         return HugeSample(microseconds: microseconds, peakGrowth: growth, stored: fields[2] == "stored")
     }
