@@ -54,12 +54,12 @@ final class RegistrationClaimTests: CachingTestCase {
     /// registered class, though `URLSession.shared` does: `register()` caches no such session,
     /// and `.default`'s list holds no registered class.
     func testA23_aSessionMadeFromTheDefaultConfigurationNeverConsultsARegisteredClass() async throws {
-        ConsultedOnly.consulted.withLock { $0 = 0 }
+        ConsultedProtocol.consulted.withLock { $0 = 0 }
         XCTAssertEqual(CachingURLProtocol.register(makeConfiguration()), .active)
-        XCTAssertTrue(URLProtocol.registerClass(ConsultedOnly.self))
-        defer { URLProtocol.unregisterClass(ConsultedOnly.self) }
+        XCTAssertTrue(URLProtocol.registerClass(ConsultedProtocol.self))
+        defer { URLProtocol.unregisterClass(ConsultedProtocol.self) }
         let listed = (URLSessionConfiguration.default.protocolClasses ?? []).map(ObjectIdentifier.init)
-        XCTAssertFalse(listed.contains(ObjectIdentifier(ConsultedOnly.self)))
+        XCTAssertFalse(listed.contains(ObjectIdentifier(ConsultedProtocol.self)))
         XCTAssertFalse(listed.contains(ObjectIdentifier(CachingURLProtocol.self)))
 
         let plain = URLSession(configuration: .default)
@@ -69,11 +69,11 @@ final class RegistrationClaimTests: CachingTestCase {
             XCTAssertEqual(String(decoding: data, as: UTF8.self), "registered")
             XCTAssertNil((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Cache-Status"), "not the layer's")
         }
-        XCTAssertEqual(ConsultedOnly.consulted.withLock { $0 }, 0, "never consulted by the session of a configuration")
+        XCTAssertEqual(ConsultedProtocol.consulted.withLock { $0 }, 0, "never consulted by the session of a configuration")
         XCTAssertEqual(origin.requestCount(path: "/registered"), 2)
 
         _ = try await URLSession.shared.data(for: request("/registered"))
-        XCTAssertGreaterThan(ConsultedOnly.consulted.withLock { $0 }, 0, "the control: URLSession.shared consults it")
+        XCTAssertGreaterThan(ConsultedProtocol.consulted.withLock { $0 }, 0, "the control: URLSession.shared consults it")
     }
 
     /// Every load a URLSession starts — `URLSession.shared`'s and a configured session's, by
@@ -105,21 +105,6 @@ final class RegistrationClaimTests: CachingTestCase {
         XCTAssertEqual(recorded.count, 4, "every load went through the protocol")
         XCTAssertEqual(recorded.filter { !$0 }.count, 0, "a load without its task: \(recorded)")
         XCTAssertEqual(origin.requestCount(path: "/registered"), 1, "every later load was a hit")
-    }
-}
-
-/// A protocol that counts how often the system asks it about a request or a task, and takes none.
-private final class ConsultedOnly: URLProtocol {
-    static let consulted = Locked(0)
-
-    override class func canInit(with request: URLRequest) -> Bool {
-        consulted.withLock { $0 += 1 }
-        return false
-    }
-
-    override class func canInit(with task: URLSessionTask) -> Bool {
-        consulted.withLock { $0 += 1 }
-        return false
     }
 }
 

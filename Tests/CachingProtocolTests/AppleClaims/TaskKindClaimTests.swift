@@ -86,21 +86,6 @@ final class TaskKindClaimTests: CachingTestCase {
     }
 }
 
-/// A protocol that counts how often the system asks it about a request or a task, and takes none.
-private final class ConsultedProtocol: URLProtocol {
-    static let consulted = Locked(0)
-
-    override class func canInit(with request: URLRequest) -> Bool {
-        consulted.withLock { $0 += 1 }
-        return false
-    }
-
-    override class func canInit(with task: URLSessionTask) -> Bool {
-        consulted.withLock { $0 += 1 }
-        return false
-    }
-}
-
 /// A background session's delegate: keeps the downloaded file's bytes (the file is gone once the
 /// method returns) and the task's error.
 private final class BackgroundDownloadDelegate: NSObject, URLSessionDownloadDelegate, Sendable {
