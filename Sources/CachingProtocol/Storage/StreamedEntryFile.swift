@@ -199,7 +199,9 @@ final class StreamedEntryFile: Sendable {
         state.withLock { $0.fate = .kept }
     }
 
-    /// The body will not be stored: later appends do nothing, and the file is deleted.
+    /// The body will not be stored: later appends do nothing, and the file is deleted at once,
+    /// before the load that ends with it is answered (writes still queued go to the unlinked
+    /// file), so that a failure the app sees leaves no file behind.
     func discard() {
         let (discards, waits) = state.withLock { state -> (Bool, Bool) in
             guard state.fate == .open else { return (false, false) }
@@ -209,7 +211,7 @@ final class StreamedEntryFile: Sendable {
             return (true, state.appenderWaits)
         }
         if waits { room.signal() }
-        if discards { queue.async { [path] in unlink(path) } }
+        if discards { unlink(path) }
     }
 }
 
