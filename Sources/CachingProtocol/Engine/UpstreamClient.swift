@@ -476,17 +476,8 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
                 }
             }
         }
-        if relays { Self.relaying.withLock { _ in listener?.upstreamDidReceiveBody(data) } }
+        if relays { listener?.upstreamDidReceiveBody(data) }
     }
-
-    /// One piece relayed at a time, across every upstream session. On Linux each upstream
-    /// session's callbacks run on its own work queue and pause its reads while they run
-    /// (`UpstreamClient.init`); an app session's upstream session is its own, so without this the
-    /// transfers of several app sessions read in parallel, faster than the apps' delegate queues
-    /// take their pieces (Foundation queues those with no bound), and the pieces wait in memory.
-    /// Relaying one piece at a time paces the reads as one shared upstream session did; the
-    /// connections stay each session's own.
-    private static let relaying = Locked(())
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
         guard let transfer = transfers.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
