@@ -108,9 +108,9 @@ final class ResourcePairTests: LoaderRulesTestCase {
     /// arrives, and the peak is within 16 MB of the peak without the layer (before: each body
     /// was held whole until it was written, about 160 MB more). Each body comes at 20 MB/s, a
     /// pace at which the app's four delegate queues take the pieces as they come, with the layer
-    /// and without it, on a 2-core machine: faster (50 MB/s each) the transfers — each app
-    /// session's on its own upstream session — read faster than those queues take the pieces,
-    /// and Foundation queues them without bound, whether the layer stores the bodies or not
+    /// and without it, on a 2-core machine: faster (50 MB/s each), with each app session on its
+    /// own upstream session, the pieces come faster than those queues take them, and Foundation
+    /// queues them without bound, whether the layer stores the bodies or not
     /// (`Docs/benchmarks.md`, "A stored body written as it arrives"): tens of MB in some runs,
     /// which says nothing about what the layer keeps. Each side runs twice, the lower peak counting.
     func testFourStorableBodiesAtOnceAreWrittenAsTheyArriveNotKeptInMemory() throws {
