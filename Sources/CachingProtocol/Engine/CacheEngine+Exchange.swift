@@ -97,7 +97,6 @@ extension CacheEngine {
             send(.bodyAfterHead, in: exchange, listener: listener)
         case .finish(let outcome):
             if !waited, Self.waitsForConnectivity(after: result, answer: outcome.answer, from: exchange.id.settings) {
-                bodyFile?.discard()
                 return send(sent, in: exchange, listener: listener, waitingForConnectivity: true)
             }
             // What is stored takes the file (and discards it if it does not keep it).
