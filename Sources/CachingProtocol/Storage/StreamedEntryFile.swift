@@ -158,11 +158,13 @@ final class StreamedEntryFile: Sendable {
     }
 
     /// Writes every appended byte (or finds a write failed), then returns how many body bytes
-    /// the file holds and their checksum; throws the failure.
+    /// the file holds and their checksum; throws the failure, or when the file was discarded
+    /// before every appended byte was written (the body in it is cut short).
     private func writtenBody() throws -> (length: Int, checksum: StableHash.Streaming) {
         queue.sync { writePending() }
         return try state.withLock { state in
             if let failure = state.failure { throw failure }
+            guard state.written == state.appended else { throw FileError("write", path, code: ECANCELED) }
             return (state.written, state.checksum)
         }
     }

@@ -126,4 +126,19 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
         let directory = cacheDirectory()
         waitUntil("the file is deleted") { Self.temporaryFiles(in: directory).isEmpty }
     }
+
+    func testAStagedFileDiscardedBeforeItsBytesWereWrittenIsAMissNotAShortBody() throws {
+        // Given a record staged with its file, whose 100 KB are still waiting to be written
+        let store = makeStore(writeDelay: 3600)
+        store.waitUntilOpen()
+        let key = "GET https://example.com/discarded"
+        let file = try XCTUnwrap(store.streamedEntryFile(forKey: key))
+        append(Data.pattern(100_000), to: file)
+        store.store(CacheRecord(key: key, variants: [Fixtures.entry(body: Data())]), bodyFile: file)
+        // When the file is discarded before the worker made it whole (what it does when the
+        // directory cannot be prepared), and the record is looked up before it is unstaged
+        file.discard()
+        // Then the lookup is a miss, not the body as far as it was written (nothing)
+        XCTAssertNil(store.record(forKey: key))
+    }
 }
