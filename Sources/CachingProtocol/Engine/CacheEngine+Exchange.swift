@@ -74,14 +74,16 @@ extension CacheEngine {
         let now = configuration.now()
         if case .success(let received) = result { recordTransfer(received) }
         let trip = listener.record(result)
-        // The file the body went to as it arrived, when it holds all of it: the body is kept
-        // there, in memory too or not (`ExchangeListener.upstreamDidReceiveHead`). A file that
-        // does not (the transfer failed, a write failed) goes.
-        var result = result
+        // Whether the response carries its whole body: not when the upstream kept none of it
+        // (`ExchangeListener.upstreamDidReceiveHead`), whether a file holds it or not.
         var bodyInMemory = true
+        if case .success(let received) = result { bodyInMemory = received.isBodyKept }
+        // The file the body went to as it arrived, when it holds all of it: the body is kept
+        // there. A file that does not (the transfer failed, a write failed, the body outgrew the
+        // largest entry) goes.
+        var result = result
         var bodyFile = listener.takeBodyFile()
         if case .success(let received) = result, let file = bodyFile, file.appendedBytes == received.bodyLength {
-            bodyInMemory = received.isBodyKept
             result = .success(received.keptWhole())
         } else {
             bodyFile?.discard()
@@ -122,8 +124,9 @@ extension CacheEngine {
             let streamed = listener.streamed
             let provenance = Provenance(outcome: CacheEvent.Outcome(outcome.verdict), trip: trip, notStored: outcome.notStoredReason,
                                         streamed: streamed)
-            // A body kept only in its file reached the loads that took its pieces; the others
-            // (they joined after the head) start again, and find it stored, or fetch it.
+            // A body not kept in memory (only in its file, or nowhere once it outgrew the file)
+            // reached only the loads that took its pieces; the others (they joined after the
+            // head) start again, and find it stored, or fetch it.
             var withoutBody: (Exchange.Waiter) -> Bool = { _ in false }
             if !bodyInMemory, case .received = outcome.answer {
                 withoutBody = { !listener.tookPiecesOnly($0.load) }

@@ -224,6 +224,36 @@ final class StreamedBodyTests: CachingTestCase {
         XCTAssertEqual(originMethods("/joined"), ["GET"])
     }
 
+    func testALoadThatJoinsAfterTheHeadOfABodyThatOutgrowsTheLargestEntryGetsTheWholeBody() async throws {
+        // Given a delegate taking a body of unknown length piece by piece, the layer keeping it
+        // only in its file, and a largest entry of 2 MB: past it the file goes, and nothing keeps the body
+        cache.maximumEntrySize = 2 << 20
+        let body = body
+        origin.handle("/outgrown") { _ in
+            var response = OriginResponse(status: 200, headers: [HTTPField("Cache-Control", "max-age=600")], body: body)
+            response.transfer = .chunked(chunkSize: 64 << 10)
+            return response
+        }
+        let collector = DelegateCollector()
+        let pieces = delegateSession(collector)
+        defer { pieces.finishTasksAndInvalidate() }
+        pieces.dataTask(with: request("/outgrown")).resume()
+        await waitUntil("the first 512 KB sent") { [origin] in (origin?.bodyBytesSent ?? 0) >= 512 << 10 }
+        // When a completion handler asks for the same URL before the body outgrows the file, and joins
+        let late = startLoad("/outgrown")
+        let engine = Installation.engine(for: configuration)
+        let key = CacheKey.make(method: "GET", url: origin.url("/outgrown"))
+        await waitUntil("the late load joined") { engine.exchanges.waitingLoads(forKey: key) == 2 }
+        // Then the delegate has the body, and the late load too, byte for byte, from a request of its own
+        await fulfillment(of: [collector.done, late.done], timeout: 30)
+        XCTAssertEqual(collector.result.0, body)
+        XCTAssertEqual(try XCTUnwrap(late.result.withLock { $0 }).get(), body, "not the empty body of the shared request")
+        XCTAssertEqual(originMethods("/outgrown"), ["GET", "GET"])
+        // And nothing was stored, and no file is left
+        cache.waitUntilSettled()
+        XCTAssertEqual(CacheFiles.entryNames(in: directory), [])
+    }
+
     #if os(macOS) || os(Linux)
     func testAProcessKilledInTheMiddleOfABodyLeavesNothingAfterTheNextLaunch() async throws {
         // Given another process loading a storable body through the layer into the directory
