@@ -33,11 +33,21 @@ enum AppTaskRedirects {
 
     #if canImport(FoundationNetworking)
     /// The session that owns `task`. swift-corelibs-foundation keeps it in an internal stored
-    /// property (`URLSessionTask.session`) and offers no public accessor; a delegate must get the
-    /// real session (its default implementations forward to `session.delegate`), so the
-    /// property is read by reflection. Nil when a corelibs release renames it: redirects are
-    /// then followed without asking, as before this layer asked.
+    /// property (`URLSessionTask.session`, a `URLSessionProtocol!` set when the task is made) and
+    /// offers no public accessor; a delegate must get the real session (its default
+    /// implementations forward to `session.delegate`), so the property is read at its offset in
+    /// the class's layout (one load: every load through the layer asks, hits that read a file
+    /// included; a `Mirror` of the task cost about 16 % of `startLoading`, `Docs/benchmarks.md`),
+    /// or by a `Mirror` when the layout has no such field. Nil when a corelibs release renames
+    /// it: redirects are then followed without asking, as before this layer asked.
     static func owningSession(of task: URLSessionTask) -> URLSession? {
+        if let offset = sessionFieldOffset {
+            // A class-bound existential: its first word is the object, zero for nil.
+            let object = withExtendedLifetime(task) {
+                Unmanaged.passUnretained(task).toOpaque().load(fromByteOffset: offset, as: UnsafeRawPointer?.self)
+            }
+            return object.flatMap { Unmanaged<AnyObject>.fromOpaque($0).takeUnretainedValue() as? URLSession }
+        }
         var mirror: Mirror? = Mirror(reflecting: task)
         while let current = mirror {
             for child in current.children where child.label == "session" {
@@ -46,6 +56,12 @@ enum AppTaskRedirects {
             mirror = current.superclassMirror
         }
         return nil
+    }
+
+    /// Where `URLSessionTask` keeps `session`, when it is the optional class-bound existential
+    /// of corelibs 6.x (two words, the object first); nil otherwise.
+    static let sessionFieldOffset = TaskFields.offset(of: "session") { type in
+        _typeName(type) == "Swift.Optional<FoundationNetworking.URLSessionProtocol>"
     }
     #endif
 }
@@ -100,11 +116,17 @@ struct AsyncTaskDelegate: Sendable {
 enum TaskFields {
     /// The offset of the field `name` of type `type`, or nil when corelibs has no such field.
     static func offset(of name: String, type: Any.Type) -> Int? {
+        offset(of: name) { $0 == type }
+    }
+
+    /// The offset of the field `name` whose type passes `isExpected` (for a type internal to
+    /// corelibs, which cannot be named here), or nil when corelibs has no such field.
+    static func offset(of name: String, where isExpected: (Any.Type) -> Bool) -> Int? {
         var offset: Int?
         // `_EachFieldOptions.classType` (1 << 0), spelled by value: the stdlib declares it a
         // mutable static, which Swift 6 refuses to read.
         _ = _forEachField(of: URLSessionTask.self, options: _EachFieldOptions(rawValue: 1 << 0)) { fieldName, fieldOffset, fieldType, _ in
-            guard String(cString: fieldName) == name, fieldType == type else { return true }
+            guard String(cString: fieldName) == name, isExpected(fieldType) else { return true }
             offset = fieldOffset
             return false
         }
