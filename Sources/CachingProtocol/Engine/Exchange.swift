@@ -208,11 +208,13 @@ final class ExchangeTable: Sendable {
         case alreadyRunning
     }
 
-    /// Makes `load` wait on an identical running exchange (when `collapses`), or starts a new one
-    /// for `plan`. `load` nil starts a background exchange nobody waits for, unless one runs.
+    /// Makes `load` wait on an identical running exchange (when `collapses`, and neither the load
+    /// nor its request forbids it: `Load.collapsible`, `CacheRequest.Mode.wantsAnAnswerSentAfterIt`),
+    /// or starts a new one for `plan`. `load` nil starts a background exchange nobody waits for,
+    /// unless one runs.
     func enter(_ plan: ExchangePlan, for request: CacheRequest, from settings: SessionSettings, load: Load?,
                collapses: Bool) -> Entry {
-        let collapses = collapses && load?.collapsible != false
+        let collapses = collapses && load?.collapsible != false && !request.mode.wantsAnAnswerSentAfterIt
         var joinedNumber: Int?
         let entry = state.withLock { state -> Entry in
             var serial = 0

@@ -79,6 +79,14 @@ package struct CacheRequest: @unchecked Sendable {
         var acceptsStoredAnswerWhenTheOriginFails: Bool {
             self == .normal || self == .preferCache
         }
+
+        /// Whether the app asked for what the origin says from now on: a reload, and a
+        /// revalidation, want the answer to a request sent after they were made, so such a load
+        /// never joins an identical request that is on its way already (its answer may have left
+        /// the origin before the app asked). Two at once each send their own, as without the layer.
+        var wantsAnAnswerSentAfterIt: Bool {
+            self == .reload || self == .reloadFromOrigin || self == .revalidate
+        }
     }
 
     let urlRequest: URLRequest

@@ -75,4 +75,39 @@ final class ReloadPairTests: CachingTestCase {
             XCTAssertEqual(origin.requests(to: path).count, 0, "\(name): a hit")
         }
     }
+
+    func testAReloadMadeWhileAnIdenticalOneIsOnItsWayGetsAnAnswerOfItsOwn() async throws {
+        // Given an origin that numbers its answers and holds each at a gate
+        let gate = Locked(OriginGate())
+        let answered = Locked(0)
+        origin.handle("/reload-twice") { _ in
+            let number = answered.withLock { $0 += 1; return $0 }
+            gate.withLock { $0 }.pass()
+            return OriginResponse(headers: [HTTPField("Cache-Control", "max-age=600")], body: Data("answer \(number)".utf8))
+        }
+        let (without, with) = try await withoutAndWithTheLayer { session in
+            answered.withLock { $0 = 0 }
+            let held = OriginGate()
+            gate.withLock { $0 = held }
+            defer { held.open() }
+            // When the app reloads, and reloads again while the first reload's answer is held
+            let reloading = request("/reload-twice", cachePolicy: .reloadIgnoringLocalCacheData)
+            func reload() -> Task<String, Error> {
+                Task {
+                    let (data, _) = try await session.data(for: reloading)
+                    return String(decoding: data, as: UTF8.self)
+                }
+            }
+            let first = reload()
+            XCTAssertTrue(held.waitUntilWaiting(1, timeout: 10), "the first reload reaches the origin")
+            let second = reload()
+            // (Through the old layer the second joined the first's request and never reached the origin.)
+            let bothArrived = held.waitUntilWaiting(2, timeout: 2)
+            held.open()
+            return "first: \(try await first.value); second: \(try await second.value); both reached the origin: \(bothArrived)"
+        }
+        // Then the second gets an answer to a request sent after it was made, as without the layer
+        XCTAssertEqual(without, "first: answer 1; second: answer 2; both reached the origin: true")
+        XCTAssertEqual(with, without)
+    }
 }
