@@ -75,6 +75,17 @@ final class StreamedBodyTests: CachingTestCase {
         return (task, done, result)
     }
 
+    /// Starts a completion-handler GET of `path` while another load of it runs, and waits until
+    /// it joined that load's exchange.
+    private func startLoadThatJoins(_ path: String) async
+        -> (task: URLSessionDataTask, done: XCTestExpectation, result: Locked<Result<Data, Error>?>) {
+        let load = startLoad(path)
+        let engine = Installation.engine(for: configuration)
+        let key = CacheKey.make(method: "GET", url: origin.url(path))
+        await waitUntil("the late load joined") { engine.exchanges.waitingLoads(forKey: key) == 2 }
+        return load
+    }
+
     /// Waits until the origin has sent at least half the body.
     private func waitForTheMiddleOfTheBody() async {
         let half = body.count / 2
@@ -213,10 +224,7 @@ final class StreamedBodyTests: CachingTestCase {
         pieces.dataTask(with: request("/joined")).resume()
         await waitForTheMiddleOfTheBody()
         // When a completion handler asks for the same URL in the middle of the body, and joins
-        let late = startLoad("/joined")
-        let engine = Installation.engine(for: configuration)
-        let key = CacheKey.make(method: "GET", url: origin.url("/joined"))
-        await waitUntil("the late load joined") { engine.exchanges.waitingLoads(forKey: key) == 2 }
+        let late = await startLoadThatJoins("/joined")
         // Then both get the whole body from one request to the origin
         await fulfillment(of: [collector.done, late.done], timeout: 30)
         XCTAssertEqual(collector.result.0, body)
@@ -240,10 +248,7 @@ final class StreamedBodyTests: CachingTestCase {
         pieces.dataTask(with: request("/outgrown")).resume()
         await waitUntil("the first 512 KB sent") { [origin] in (origin?.bodyBytesSent ?? 0) >= 512 << 10 }
         // When a completion handler asks for the same URL before the body outgrows the file, and joins
-        let late = startLoad("/outgrown")
-        let engine = Installation.engine(for: configuration)
-        let key = CacheKey.make(method: "GET", url: origin.url("/outgrown"))
-        await waitUntil("the late load joined") { engine.exchanges.waitingLoads(forKey: key) == 2 }
+        let late = await startLoadThatJoins("/outgrown")
         // Then the delegate has the body, and the late load too, byte for byte, from a request of its own
         await fulfillment(of: [collector.done, late.done], timeout: 30)
         XCTAssertEqual(collector.result.0, body)
