@@ -36,10 +36,10 @@ enum AppTaskRedirects {
     /// property (`URLSessionTask.session`, a `URLSessionProtocol!` set when the task is made) and
     /// offers no public accessor; a delegate must get the real session (its default
     /// implementations forward to `session.delegate`), so the property is read at its offset in
-    /// the class's layout (one load: every load through the layer asks, hits that read a file
-    /// included; a `Mirror` of the task cost about 16 % of `startLoading`, `Docs/benchmarks.md`),
-    /// or by a `Mirror` when the layout has no such field. Nil when a corelibs release renames
-    /// it: redirects are then followed without asking, as before this layer asked.
+    /// the class's layout — one load, as every load through the layer that reads a file or misses
+    /// asks, where a `Mirror` of the task allocates for each of its fields — or by a `Mirror`
+    /// when the layout has no such field. Nil when a corelibs release renames it: redirects are
+    /// then followed without asking, as before this layer asked.
     static func owningSession(of task: URLSessionTask) -> URLSession? {
         if let offset = sessionFieldOffset {
             // A class-bound existential: its first word is the object, zero for nil.

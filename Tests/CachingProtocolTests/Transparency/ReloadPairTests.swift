@@ -101,7 +101,7 @@ final class ReloadPairTests: CachingTestCase {
             let first = reload()
             XCTAssertTrue(held.waitUntilWaiting(1, timeout: 10), "the first reload reaches the origin")
             let second = reload()
-            // (Through the old layer the second joined the first's request and never reached the origin.)
+            // (Joined to the first's request, the second would never reach the origin: this gives up after 2 s.)
             let bothArrived = held.waitUntilWaiting(2, timeout: 2)
             held.open()
             return "first: \(try await first.value); second: \(try await second.value); both reached the origin: \(bothArrived)"
