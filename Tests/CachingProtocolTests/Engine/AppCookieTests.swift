@@ -75,9 +75,8 @@ final class AppCookieTests: EngineTestCase {
         let session = settings()
         let request = sent(appRequest(cookie: "app=2"), from: session)
         XCTAssertEqual(request.partition.user, CachingUserIdentity.digest(authorization: nil, cookie: "app=2"))
-        guard case .goesOn(let pending) = engine.lookUp(request, from: session) else { return XCTFail("a miss") }
         let client = RecordingLoadClient()
-        _ = engine.resume(pending, client: client)
+        guard engine.startLoad(request, from: session, client: client) != nil else { return XCTFail("a miss") }
         upstream.waitForRequests(1)
         XCTAssertEqual(upstream.sent[0].header("Cookie"), "app=2", "the origin gets the app's cookie, not the jar's")
         upstream.respond(0, status: 200, headers: ["Cache-Control": "public, max-age=600"], body: Data("app's".utf8))
@@ -104,10 +103,9 @@ final class AppCookieTests: EngineTestCase {
             let (location, cookie, expected) = item
             let client = RecordingLoadClient(redirects: .report)
             let request = appRequest(cookie: cookie, url: URL(string: "https://api.example.com/feed/\(index)")!)
-            guard case .goesOn(let pending) = engine.lookUp(sent(request, from: session), from: session) else {
+            guard engine.startLoad(sent(request, from: session), from: session, client: client) != nil else {
                 return XCTFail("a miss")
             }
-            _ = engine.resume(pending, client: client)
             upstream.waitForRequests(index + 1)
             upstream.respond(index, status: 302, headers: ["Location": location])
             wait(for: [client.answered], timeout: 10)

@@ -24,13 +24,7 @@ final class CacheEngineTests: EngineTestCase {
     @discardableResult
     private func load(_ request: CacheRequest? = nil, streams: Bool = false) -> (RecordingLoadClient, LoadHandle?) {
         let client = RecordingLoadClient(streams: streams)
-        switch engine.lookUp(request ?? self.request(), from: .standard) {
-        case .answered(let answer):
-            client.receive(answer, outcome: .hit)
-            return (client, nil)
-        case .goesOn(let pending):
-            return (client, engine.resume(pending, client: client))
-        }
+        return (client, engine.startLoad(request ?? self.request(), from: .standard, client: client))
     }
 
     /// Waits until the engine's queue has run everything handed to it so far (loads joining).
@@ -132,8 +126,9 @@ final class CacheEngineTests: EngineTestCase {
         let owner = URLProtocol(request: URLRequest(url: url), cachedResponse: nil, client: appClient)
         let delivery = ClientDelivery(owner: owner, executor: CallingThreadExecutor(), rules: .init(
             streamsBodies: true, holdsLockAcrossClientCalls: false, forwardsChallenges: true, reportsRedirects: true))
-        guard case .goesOn(let pending) = engine.lookUp(request(), from: .standard) else { return XCTFail("a miss") }
-        let starter = engine.resume(pending, client: DeliveringClient(delivery: delivery))
+        guard let starter = engine.startLoad(request(), from: .standard, client: DeliveringClient(delivery: delivery)) else {
+            return XCTFail("a miss")
+        }
         upstream.waitForRequests(1)
         let (joined, _) = load()
         settle()
@@ -212,10 +207,7 @@ final class CacheEngineTests: EngineTestCase {
             if let own { request.setValue(own, forHTTPHeaderField: "Accept-Language") }
             let sent = CacheRequest(request, key: key).sent(with: ["accept-language": language, "user-agent": "App/1 CFNetwork/1 Darwin/1"])
             let client = RecordingLoadClient()
-            switch engine.lookUp(sent, from: .standard) {
-            case .answered(let answer): client.receive(answer, outcome: .hit)
-            case .goesOn(let pending): _ = engine.resume(pending, client: client)
-            }
+            engine.startLoad(sent, from: .standard, client: client)
             return client
         }
         let english = load(language: "en-GB, en;q=0.9")
@@ -330,9 +322,8 @@ final class CacheEngineTests: EngineTestCase {
         let first = try hit()
         let other = URL(string: "https://example.com/secret")!
         let client = RecordingLoadClient()
-        guard case .goesOn(let pending) = engine.lookUp(CacheRequest(URLRequest(url: other), key: CacheKey.make(method: "GET", url: other)),
-                                                        from: .standard) else { return XCTFail("a miss") }
-        _ = engine.resume(pending, client: client)
+        guard engine.startLoad(CacheRequest(URLRequest(url: other), key: CacheKey.make(method: "GET", url: other)),
+                               from: .standard, client: client) != nil else { return XCTFail("a miss") }
         upstream.waitForRequests(2)
         upstream.respond(1, status: 200, headers: ["Cache-Control": "no-store"], body: Data("secret".utf8))
         wait(client)

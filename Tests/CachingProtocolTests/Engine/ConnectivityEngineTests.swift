@@ -18,12 +18,23 @@ final class ConnectivityEngineTests: EngineTestCase {
 
     private func load(from settings: SessionSettings) -> RecordingLoadClient {
         let client = RecordingLoadClient()
-        switch engine.lookUp(CacheRequest(URLRequest(url: url), key: key), from: settings) {
-        case .answered(let answer):
-            client.receive(answer, outcome: .hit)
-        case .goesOn(let pending):
-            _ = engine.resume(pending, client: client)
+        engine.startLoad(CacheRequest(URLRequest(url: url), key: key), from: settings, client: client)
+        return client
+    }
+
+    /// Stores a response with `ETag "v1"` and `cacheControl` for the waiting session, lets it go
+    /// stale, loads it again, and fails the revalidation for want of connectivity; the load's
+    /// client, or nil (a failure recorded) when the revalidation was not sent.
+    private func revalidationFailingForWantOfConnectivity(cacheControl: String, file: StaticString = #filePath,
+                                                          line: UInt = #line) -> RecordingLoadClient? {
+        storeFetched(["ETag": "\"v1\"", "Cache-Control": cacheControl], from: waiting)
+        clock.advance(by: 120)
+        let client = load(from: waiting)
+        guard upstream.waitForRequests(2) else {
+            XCTFail("request 2 not sent", file: file, line: line)
+            return nil
         }
+        upstream.fail(1, URLError(.notConnectedToInternet))
         return client
     }
 
@@ -68,11 +79,7 @@ final class ConnectivityEngineTests: EngineTestCase {
 
     /// A stale answer the policy may give after an error comes at once: nothing waits.
     func testAStaleAnswerAfterTheErrorComesAtOnce() {
-        storeFetched(["ETag": "\"v1\"", "Cache-Control": "max-age=60"], from: waiting)
-        clock.advance(by: 120)
-        let client = load(from: waiting)
-        guard upstream.waitForRequests(2) else { return XCTFail("request 2 not sent") }
-        upstream.fail(1, URLError(.notConnectedToInternet))
+        guard let client = revalidationFailingForWantOfConnectivity(cacheControl: "max-age=60") else { return }
         wait(for: [client.answered], timeout: 10)
         XCTAssertEqual(client.summary, "200 stored")
         XCTAssertEqual(client.outcome, .staleAfterError)
@@ -82,11 +89,7 @@ final class ConnectivityEngineTests: EngineTestCase {
     /// `must-revalidate`: the cache may not answer unvalidated, so the request waits (as the
     /// app's task would) instead of answering 504.
     func testAMustRevalidateEntryWaitsForTheOrigin() {
-        storeFetched(["ETag": "\"v1\"", "Cache-Control": "max-age=60, must-revalidate"], from: waiting)
-        clock.advance(by: 120)
-        let client = load(from: waiting)
-        guard upstream.waitForRequests(2) else { return XCTFail("request 2 not sent") }
-        upstream.fail(1, URLError(.notConnectedToInternet))
+        guard let client = revalidationFailingForWantOfConnectivity(cacheControl: "max-age=60, must-revalidate") else { return }
         guard upstream.waitForRequests(3) else { return XCTFail("not sent again") }
         XCTAssertTrue(upstream.sent[2].settings.upstreamWaitsForConnectivity)
         XCTAssertEqual(upstream.sent[2].header("If-None-Match"), "\"v1\"", "the same revalidation")

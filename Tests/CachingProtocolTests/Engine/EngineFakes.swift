@@ -264,3 +264,19 @@ final class RecordingLoadClient: LoadClient, @unchecked Sendable {
         return response.value(forHTTPHeaderField: "Cache-Status")
     }
 }
+
+extension CacheEngine {
+    /// Starts a load of `request` from `settings` the way `CachingURLProtocol` does: an answer
+    /// given at once (a fresh hit) is handed to `client` here, anything else goes on in the
+    /// engine. The load's handle, nil when it was answered at once.
+    @discardableResult
+    func startLoad(_ request: CacheRequest, from settings: SessionSettings, client: LoadClient) -> LoadHandle? {
+        switch lookUp(request, from: settings) {
+        case .answered(let answer):
+            client.receive(answer, outcome: .hit)
+            return nil
+        case .goesOn(let pending):
+            return resume(pending, client: client)
+        }
+    }
+}

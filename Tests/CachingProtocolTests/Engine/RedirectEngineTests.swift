@@ -23,11 +23,8 @@ final class RedirectEngineTests: EngineTestCase {
     @discardableResult
     private func load(_ url: URL, _ client: RecordingLoadClient, waitingFor requests: Int? = nil,
                       then respond: (() -> Void)? = nil) -> RecordingLoadClient {
-        switch engine.lookUp(CacheRequest(URLRequest(url: url), key: CacheKey.make(method: "GET", url: url)), from: .standard) {
-        case .answered(let answer):
-            client.receive(answer, outcome: .hit)
-        case .goesOn(let pending):
-            _ = engine.resume(pending, client: client)
+        if engine.startLoad(CacheRequest(URLRequest(url: url), key: CacheKey.make(method: "GET", url: url)), from: .standard,
+                            client: client) != nil {
             if let requests { upstream.waitForRequests(requests) }
             respond?()
         }
@@ -179,10 +176,7 @@ final class RedirectEngineTests: EngineTestCase {
         let settings = sessionWithCookies()
         for fromCache in [false, true] {
             let client = RecordingLoadClient(redirects: .report)
-            switch engine.lookUp(apiRequest(from: settings), from: settings) {
-            case .answered(let answer): client.receive(answer, outcome: .hit)
-            case .goesOn(let pending): _ = engine.resume(pending, client: client)
-            }
+            engine.startLoad(apiRequest(from: settings), from: settings, client: client)
             if !fromCache {
                 upstream.waitForRequests(1)
                 XCTAssertEqual(upstream.sent[0].header("Authorization"), "Bearer app-token", "the API gets the app's request")
@@ -205,8 +199,7 @@ final class RedirectEngineTests: EngineTestCase {
     func testASameOriginRedirectReportedToApplesLoaderKeepsTheAuthorization() throws {
         let settings = sessionWithCookies()
         let client = RecordingLoadClient(redirects: .report)
-        guard case .goesOn(let pending) = engine.lookUp(apiRequest(from: settings), from: settings) else { return XCTFail("a miss") }
-        _ = engine.resume(pending, client: client)
+        guard engine.startLoad(apiRequest(from: settings), from: settings, client: client) != nil else { return XCTFail("a miss") }
         upstream.waitForRequests(1)
         upstream.respond(0, status: 307, headers: ["Location": "/files/42/v2"])
         wait(for: [client.answered], timeout: 10)

@@ -25,12 +25,7 @@ final class ServerTrustEngineTests: EngineTestCase {
     /// is handed to the client here.
     @discardableResult
     private func load(from settings: SessionSettings, client: RecordingLoadClient = RecordingLoadClient()) -> RecordingLoadClient {
-        switch engine.lookUp(CacheRequest(URLRequest(url: url), key: key), from: settings) {
-        case .answered(let answer):
-            client.receive(answer, outcome: .hit)
-        case .goesOn(let pending):
-            _ = engine.resume(pending, client: client)
-        }
+        engine.startLoad(CacheRequest(URLRequest(url: url), key: key), from: settings, client: client)
         return client
     }
 
@@ -268,10 +263,9 @@ final class ServerTrustEngineTests: EngineTestCase {
         let other = URL(string: "https://example.com/other")!
         let prefetch = RecordingLoadClient(forwardsChallenges: false)
         let otherKey = CacheKey.make(method: "GET", url: other)
-        guard case .goesOn(let pending) = engine.lookUp(CacheRequest(URLRequest(url: other), key: otherKey), from: unnamed) else {
+        guard engine.startLoad(CacheRequest(URLRequest(url: other), key: otherKey), from: unnamed, client: prefetch) != nil else {
             return XCTFail("a miss")
         }
-        _ = engine.resume(pending, client: prefetch)
         guard upstream.waitForRequests(5) else { return XCTFail("nothing sent: \(prefetch.summary)") }
         XCTAssertEqual(upstream.challenge(4, method: serverTrustAuthenticationMethod), .cancelAuthenticationChallenge)
         upstream.fail(4, URLError(.cancelled))

@@ -40,6 +40,18 @@ final class ConnectionConcurrencyPairTests: CachingTestCase {
         }.resume()
     }
 
+    /// Clears the origin's log and makes it hold every `/slow` response at a new gate, which the
+    /// caller opens.
+    private func holdingSlowResponses() -> OriginGate {
+        origin.resetLog()
+        let gate = OriginGate()
+        origin.handle("/slow") { request in
+            gate.pass()
+            return .text("slow \(request.query ?? "")", headers: [HTTPField("Cache-Control", "max-age=60")])
+        }
+        return gate
+    }
+
     /// Two sessions each load `limit` slow responses, which the origin holds; meanwhile a third
     /// session of the same configuration loads fast ones. Without the layer each session has
     /// its own connections: all four slow requests reach the origin, and every fast request is
@@ -53,13 +65,8 @@ final class ConnectionConcurrencyPairTests: CachingTestCase {
         var report: [String] = []
         for withLayer in [false, true] {
             let run = withLayer ? "with" : "without"
-            origin.resetLog()
-            let gate = OriginGate()
+            let gate = holdingSlowResponses()
             defer { gate.open() }
-            origin.handle("/slow") { request in
-                gate.pass()
-                return .text("slow \(request.query ?? "")", headers: [HTTPField("Cache-Control", "max-age=60")])
-            }
             let caching = makeConfiguration()
             let sessions = (0..<3).map { _ in URLSession(configuration: appConfiguration(withLayer: withLayer, caching: caching)) }
             defer { for session in sessions { session.invalidateAndCancel() } }
@@ -113,13 +120,8 @@ final class ConnectionConcurrencyPairTests: CachingTestCase {
     func testOneSessionNeverGetsMoreConnectionsThanItsLimit() async throws {
         for withLayer in [false, true] {
             let run = withLayer ? "with" : "without"
-            origin.resetLog()
-            let gate = OriginGate()
+            let gate = holdingSlowResponses()
             defer { gate.open() }
-            origin.handle("/slow") { request in
-                gate.pass()
-                return .text("slow \(request.query ?? "")", headers: [HTTPField("Cache-Control", "max-age=60")])
-            }
             let session = URLSession(configuration: appConfiguration(withLayer: withLayer, caching: makeConfiguration()))
             defer { session.invalidateAndCancel() }
             let bodies = Locked<[String: String]>([:])
