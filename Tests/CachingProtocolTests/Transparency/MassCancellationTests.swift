@@ -73,6 +73,11 @@ final class MassCancellationTests: CachingTestCase {
         }
         await fulfillment(of: [ended], timeout: 30)
         if whileTheEngineWaits { gate.signal() }
+        // A request through the same session after them (with a timeout of its own): once it is
+        // answered, every cancellation has reached the transfer it stops, so no request of theirs
+        // is still on its way to the origin (looked at earlier, none there yet would pass for all
+        // abandoned).
+        _ = try? await session.data(for: URLRequest(url: origin.url("/sentinel"), timeoutInterval: 10))
         // Every request that reached the origin was given up by its client: the origin holds each
         // for 5 s, so one that is still held (or was sent whole) after 10 s was never cancelled.
         let server = self.origin!
@@ -81,9 +86,6 @@ final class MassCancellationTests: CachingTestCase {
                           timeout: 10)
         // Stop here: every later round would wait behind the same requests.
         guard abandoned() else { throw UncancelledRequests(reached: server.requests(to: "/item").count, abandoned: server.responsesAbandoned) }
-        // A request through the same session after them (with a timeout of its own): once it is
-        // answered, every cancellation has reached the transfer it stops.
-        _ = try? await session.data(for: URLRequest(url: origin.url("/sentinel"), timeoutInterval: 10))
         let targets = origin.requests(to: "/item").map(\.target)
         return Run(reached: targets.count, sentTwice: targets.count - Set(targets).count, outcomes: outcomes.withLock { $0 })
     }
