@@ -35,38 +35,36 @@ extension BenchmarkSuite {
 
         let cache = CachingURLCache(memoryCapacity: 64 << 20, diskCapacity: 256 << 20, directory: directory("mixed"))
         let caching = CachingConfiguration(cache: cache)
-        func sessions(_ side: MixedSide) -> [URLSession] {
+        func sessions(layered: Bool) -> [URLSession] {
             (0..<Self.mixedSessions).map { _ in
                 let configuration = URLSessionConfiguration.default
                 configuration.urlCache = nil
-                switch side {
-                case .direct: break
-                case .layered: CachingURLProtocol.inject(into: configuration, using: caching)
-                }
+                if layered { CachingURLProtocol.inject(into: configuration, using: caching) }
                 return URLSession(configuration: configuration)
             }
         }
-        let sides = Dictionary(uniqueKeysWithValues: MixedSide.allCases.map { ($0, sessions($0)) })
-        defer { for session in sides.values.joined() { session.invalidateAndCancel() } }
+        let direct = sessions(layered: false)
+        let layered = sessions(layered: true)
+        defer { for session in direct + layered { session.invalidateAndCancel() } }
         let hot = (0..<Self.mixedHotURLs).map { origin.url("/hot?item=\($0)") }
-        _ = Self.runMixed(sides[.layered]!, urls: hot, inFlight: Self.mixedInFlight)   // warm: every hot URL stored
+        _ = Self.runMixed(layered, urls: hot, inFlight: Self.mixedInFlight)   // warm: every hot URL stored
         cache.waitUntilSettled()
 
         for roundTrip in [0.010, 0.050] {
             origin.network = SimulatedNetwork(roundTrip: roundTrip)
-            try measureMixed(sides, hot: hot, roundTrip: roundTrip) { side, round, number in
+            try measureMixed(direct: direct, layered: layered, hot: hot, roundTrip: roundTrip) { side, round, number in
                 origin.url("\(number % 16 == 1 ? "/slow" : "/new")?\(side.rawValue)-\(Int(roundTrip * 1000))-\(round)-\(number)")
             }
         }
     }
 
-    /// The app's sessions the mixed load runs through: without the layer and with it.
-    enum MixedSide: String, CaseIterable {
+    /// Which of the app's sessions a round of the mixed load runs through.
+    enum MixedSide: String {
         case direct, layered
     }
 
     /// The rounds of one network: `newURL(side, round, number)` for the requests that are not hot.
-    private func measureMixed(_ sides: [MixedSide: [URLSession]], hot: [URL], roundTrip: Double,
+    private func measureMixed(direct: [URLSession], layered: [URLSession], hot: [URL], roundTrip: Double,
                               newURL: (MixedSide, Int, Int) -> URL) throws {
         /// Round `round`'s URLs for `side`: even requests hot, odd ones new, one in sixteen slow.
         func urls(_ side: MixedSide, round: Int, count: Int) -> [URL] {
@@ -83,7 +81,8 @@ extension BenchmarkSuite {
             // Which side goes first alternates, so a noisy neighbour slows both alike.
             for side in round.isMultiple(of: 2) ? [MixedSide.direct, .layered] : [.layered, .direct] {
                 let before = Self.processorSeconds()
-                let run = Self.runMixed(sides[side]!, urls: urls(side, round: round, count: perRound), inFlight: Self.mixedInFlight)
+                let run = Self.runMixed(side == .direct ? direct : layered, urls: urls(side, round: round, count: perRound),
+                                        inFlight: Self.mixedInFlight)
                 let after = Self.processorSeconds()
                 guard run.failures == 0 else { throw BenchmarkError("mixed load, \(side): \(run.failures) requests failed") }
                 rates[side, default: []].append(Double(perRound) / run.seconds)
