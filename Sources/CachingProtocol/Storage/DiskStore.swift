@@ -163,11 +163,11 @@ final class DiskStore: Sendable {
     }
 
     /// A new temporary file in `entries/` to write the body of a response for `key` into as it
-    /// arrives (`StreamedEntryFile`), with the class of Data Protection the store's files get;
-    /// nil when it cannot be created (the directory is gone or cannot be written: the response
-    /// is then stored, if at all, the way every other is).
+    /// arrives (`StreamedEntryFile`), with the class of Data Protection the store's files get.
+    /// The file is created on its own queue; one that cannot be (the directory is gone or cannot
+    /// be written) fails its writes, and nothing is stored from it.
     func streamedEntryFile(forKey key: String) -> StreamedEntryFile? {
-        try? StreamedEntryFile(key: key, path: paths.temporaryFile(in: paths.entries), protection: read(\.fileProtection))
+        StreamedEntryFile(key: key, path: paths.temporaryFile(in: paths.entries), protection: read(\.fileProtection))
     }
 
     func removeRecord(forKey key: String) {

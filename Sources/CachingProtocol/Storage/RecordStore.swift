@@ -35,8 +35,8 @@ protocol RecordStore: AnyObject, Sendable {
     /// stored with `storeVariant` once whole: it is larger than what memory collects, and
     /// there is a disk tier to write it to.
     func writesAsItArrives(bodyOfLength length: Int?) -> Bool
-    /// A new file to write the body of a response for `key` into as it arrives; nil when it
-    /// cannot be made now.
+    /// A new file to write the body of a response for `key` into as it arrives; nil when the
+    /// store makes none.
     func streamedEntryFile(forKey key: String) -> StreamedEntryFile?
     /// Removes the variant stored under `key` that `matches` picks (the first, newest first);
     /// the record goes when it was the last one.

@@ -18,8 +18,14 @@ import Darwin
 /// the answer said `no-store` after all) is deleted: `discard()`, or when the last reference to
 /// it goes without it being kept.
 ///
+/// The file is created on that queue too, not by `init`: the transfer's callbacks run on
+/// corelibs' one serial queue (`UpstreamClient`), where a file creation — a syscall whose length
+/// the file system decides — would hold up every session's work. A file that cannot be created
+/// is a failed write: nothing is stored from it (`finish` throws).
+///
 /// Threading: `append` is called by one thread at a time, in the body's order (the transfer's
-/// callbacks); every other member from any thread. The writes run on the file's serial queue.
+/// callbacks); every other member from any thread. The file's creation and the writes run on
+/// the file's serial queue.
 final class StreamedEntryFile: Sendable {
     /// The most bytes handed to `append` and not yet written. Past it `append` waits for the
     /// disk: the transfer goes at the disk's pace rather than memory growing.
@@ -32,7 +38,6 @@ final class StreamedEntryFile: Sendable {
     let key: String
     /// The temporary file, in `entries/`.
     let path: String
-    private let descriptor: Int32
     /// Where the body begins: after the header.
     private let bodyOffset: Int
     private let queue = DispatchQueue(label: "CachingProtocol.StreamedEntryFile", qos: .utility)
@@ -41,6 +46,10 @@ final class StreamedEntryFile: Sendable {
     private let room = DispatchSemaphore(value: 0)
 
     private struct State {
+        /// The open file, once the file's queue created it (-1 before, or when it could not be).
+        var descriptor: Int32 = -1
+        /// The file's queue has tried to create it (`descriptor` says whether it could).
+        var created = false
         /// Pieces handed to `append`, not taken by the writes yet.
         var pending: [Data] = []
         /// Bytes appended and not yet written (taken or not).
@@ -65,26 +74,39 @@ final class StreamedEntryFile: Sendable {
         case discarded
     }
 
-    /// Creates the temporary file `path` (mode 0600, with `protection`) for `key`'s record.
-    /// Throws when it cannot be created (the directory is gone or cannot be written).
-    init(key: String, path: String, protection: CachingFileProtection) throws {
-        let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(0o600))
-        guard descriptor >= 0 else { throw FileError("open", path) }
-        protection.apply(toItemAt: path)
+    /// A file for `key`'s record at the temporary path `path` (mode 0600, with `protection`),
+    /// created on the file's queue at once, while the caller goes on.
+    init(key: String, path: String, protection: CachingFileProtection) {
         self.key = key
         self.path = path
-        self.descriptor = descriptor
         bodyOffset = EntryCodec.headerSize(forKey: key)
+        queue.async { self.create(protection) }
     }
 
     deinit {
-        close(descriptor)
-        if state.withLock({ $0.fate }) == .open {
+        let (descriptor, fate) = state.withLock { ($0.descriptor, $0.fate) }
+        if descriptor >= 0 { close(descriptor) }
+        if descriptor >= 0, fate == .open {
             // Neither kept nor discarded: nobody stores it. Deleted off this thread, which may
             // be one that holds a lock (the last reference can go with a staged write).
             let path = path
             DispatchQueue.global(qos: .utility).async { unlink(path) }
         }
+    }
+
+    /// Creates the file (on the file's queue, before any write). A file discarded meanwhile is
+    /// deleted at once; one that cannot be created fails the writes.
+    private func create(_ protection: CachingFileProtection) {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(0o600))
+        let failure = descriptor < 0 ? FileError("open", path) : nil
+        if descriptor >= 0 { protection.apply(toItemAt: path) }
+        let discarded = state.withLock { state -> Bool in
+            state.created = true
+            state.descriptor = descriptor
+            if let failure, state.failure == nil { state.failure = failure }
+            return state.fate == .discarded
+        }
+        if discarded, descriptor >= 0 { unlink(path) }
     }
 
     /// Body bytes handed to `append` so far.
@@ -113,7 +135,7 @@ final class StreamedEntryFile: Sendable {
     /// at once in one write.
     private func writePending() {
         while true {
-            let taken = state.withLock { state -> (pieces: [Data], offset: Int, checksum: StableHash.Streaming)? in
+            let taken = state.withLock { state -> (pieces: [Data], descriptor: Int32, offset: Int, checksum: StableHash.Streaming)? in
                 guard !state.pending.isEmpty, state.failure == nil, state.fate == .open else {
                     state.writing = false
                     state.pending = []
@@ -121,7 +143,7 @@ final class StreamedEntryFile: Sendable {
                     return nil
                 }
                 defer { state.pending = [] }
-                return (state.pending, bodyOffset + state.written, state.checksum)
+                return (state.pending, state.descriptor, bodyOffset + state.written, state.checksum)
             }
             guard let taken else { return releaseAppender() }
             var (pieces, checksum) = (taken.pieces, taken.checksum)
@@ -129,7 +151,7 @@ final class StreamedEntryFile: Sendable {
             let total = pieces.reduce(0) { $0 + $1.count }
             var failure: Error?
             do {
-                try FileIO.writeAll(descriptor, pieces, at: offset, path: path)
+                try FileIO.writeAll(taken.descriptor, pieces, at: offset, path: path)
                 for piece in pieces { checksum.combine(piece) }
             } catch {
                 failure = error
@@ -160,20 +182,21 @@ final class StreamedEntryFile: Sendable {
     /// Writes every appended byte (or finds a write failed), then returns how many body bytes
     /// the file holds and their checksum; throws the failure, or when the file was discarded
     /// before every appended byte was written (the body in it is cut short).
-    private func writtenBody() throws -> (length: Int, checksum: StableHash.Streaming) {
+    private func writtenBody() throws -> (length: Int, checksum: StableHash.Streaming, descriptor: Int32) {
         queue.sync { writePending() }
         return try state.withLock { state in
             if let failure = state.failure { throw failure }
             guard state.written == state.appended else { throw FileError("write", path, code: ECANCELED) }
-            return (state.written, state.checksum)
+            return (state.written, state.checksum, state.descriptor)
         }
     }
 
     /// The body as written so far, read back from the file (for a lookup while the record waits
     /// for the disk worker). Waits for the appended bytes to be written.
     func readBody() throws -> Data {
-        let length = try writtenBody().length
-        let data = try FileIO.read(descriptor, count: length, at: bodyOffset, path: path)
+        let body = try writtenBody()
+        let length = body.length
+        let data = try FileIO.read(body.descriptor, count: length, at: bodyOffset, path: path)
         guard data.count == length else { throw FileError("read", path, code: EIO) }
         return data
     }
@@ -188,11 +211,11 @@ final class StreamedEntryFile: Sendable {
         let tail = EntryCodec.remainder(of: record, firstBodyLength: body.length, checksum: body.checksum)
         var offset = bodyOffset + body.length
         for part in tail.parts {
-            try FileIO.writeAll(descriptor, part, at: offset, path: path)
+            try FileIO.writeAll(body.descriptor, part, at: offset, path: path)
             offset += part.count
         }
-        try FileIO.writeAll(descriptor, tail.header, at: 0, path: path)
-        try FileIO.synchronize(descriptor, path: path, durability)
+        try FileIO.writeAll(body.descriptor, tail.header, at: 0, path: path)
+        try FileIO.synchronize(body.descriptor, path: path, durability)
         return tail.fileLength
     }
 
@@ -203,17 +226,19 @@ final class StreamedEntryFile: Sendable {
 
     /// The body will not be stored: later appends do nothing, and the file is deleted at once,
     /// before the load that ends with it is answered (writes still queued go to the unlinked
-    /// file), so that a failure the app sees leaves no file behind.
+    /// file), so that a failure the app sees leaves no file behind. A file not created yet is
+    /// waited for (its creation deletes it).
     func discard() {
-        let (discards, waits) = state.withLock { state -> (Bool, Bool) in
-            guard state.fate == .open else { return (false, false) }
+        let (discards, created, waits) = state.withLock { state -> (Bool, Bool, Bool) in
+            guard state.fate == .open else { return (false, false, false) }
             state.fate = .discarded
             state.pending = []
             defer { state.appenderWaits = false }
-            return (true, state.appenderWaits)
+            return (true, state.created, state.appenderWaits)
         }
         if waits { room.signal() }
-        if discards { unlink(path) }
+        guard discards else { return }
+        if created { unlink(path) } else { queue.sync {} }
     }
 }
 

@@ -78,12 +78,12 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
         append(Data.pattern(300_000), to: discarded)
         var abandoned = store.streamedEntryFile(forKey: "GET https://example.com/b")
         abandoned?.append(Data.pattern(1_000))
-        XCTAssertEqual(temporaryFiles().count, 2)
+        let directory = cacheDirectory()
+        waitUntil("both files are created") { Self.temporaryFiles(in: directory).count == 2 }
         // When one is discarded (a body cut short, or one grown past the largest entry), and the
         // other let go of without a word (a load abandoned on the way)
         discarded.discard()
         abandoned = nil
-        let directory = cacheDirectory()
         waitUntil("both files are deleted") { Self.temporaryFiles(in: directory).isEmpty }
     }
 
@@ -140,5 +140,33 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
         file.discard()
         // Then the lookup is a miss, not the body as far as it was written (nothing)
         XCTAssertNil(store.record(forKey: key))
+    }
+
+    func testAFileThatCannotBeCreatedFailsItsWritesWithoutHoldingUpTheTransfer() throws {
+        // Given a file whose directory does not exist: it is created on the file's queue, not by
+        // the caller (the transfer's callback, on corelibs' one serial queue)
+        let missing = cacheDirectory().appendingPathComponent("gone").appendingPathComponent(".tmp-1-test").path
+        let file = StreamedEntryFile(key: "GET https://example.com/nowhere", path: missing, protection: .none)
+        // When a body is appended, past the bytes that start the writes
+        append(Data.pattern(300_000), to: file)
+        // Then the body cannot be read back or made into an entry, and no file appeared
+        XCTAssertThrowsError(try file.readBody())
+        XCTAssertThrowsError(try file.finish(CacheRecord(key: file.key, variants: [Fixtures.entry(body: Data())]),
+                                             durability: .none))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
+    }
+
+    func testAFileDiscardedBeforeItWasCreatedLeavesNoFile() throws {
+        let store = makeStore()
+        store.waitUntilOpen()
+        // When files are discarded as soon as they are asked for, while their creation may still
+        // be queued (a transfer cut at once, a body past the largest entry from its first piece)
+        for number in 0..<200 {
+            let file = try XCTUnwrap(store.streamedEntryFile(forKey: "GET https://example.com/\(number)"))
+            if number.isMultiple(of: 2) { file.append(Data.pattern(1_000)) }
+            file.discard()
+            // Then no file is left once `discard` returns
+            XCTAssertEqual(temporaryFiles(), [], "file \(number)")
+        }
     }
 }
