@@ -73,13 +73,17 @@ protocol Upstream: Sendable {
 /// the app's session, and the app's session raises its own challenge to the app's delegate
 /// (Docs/foundation-facts.md, L14). One raised before goes to the listener.
 ///
-/// Threading: `send` may be called from any thread except inside a `URLProtocol` callback on
-/// Linux (creating a task there deadlocks the shared session queue; the engine always hops to its
-/// own queue first). Completions run on a global queue on Linux (`TransferRouter.offWorkQueue`),
-/// on the session's delegate queue elsewhere.
+/// Threading: `send` may be called from any thread but, on Linux, corelibs' queue. On Linux the
+/// task is made and resumed through a lane (`CorelibsCallLane`): on the caller's thread while
+/// few callers wait for corelibs' queue, else on a serial queue of the layer's own, so that the
+/// global pool's threads are not all held waiting; elsewhere on the caller's thread. Completions
+/// run on a global queue on Linux (`TransferRouter.offWorkQueue`), on the session's delegate
+/// queue elsewhere, and on a global queue for a transfer that was not started (cancelled first,
+/// or sent after `shutdown`).
 final class UpstreamClient: Sendable {
     private let session: URLSession
     private let router: TransferRouter
+    private let lifecycle = Locked(ClientLifecycle())
     #if canImport(FoundationNetworking)
     /// The session asks a protocol class of the app's before Foundation's own (a stub, a
     /// logger: `SessionSettings.upstreamConfiguration`), which may answer or relay its requests.
@@ -131,6 +135,8 @@ final class UpstreamClient: Sendable {
     }
 
     /// `send`, with the handle the caller cancels through: a retried request's task joins it.
+    /// On Linux the task is made and resumed through a lane (`CorelibsCallLane`), on the caller's
+    /// thread only while few callers wait for corelibs' queue; elsewhere at once.
     private func start(
         _ request: URLRequest,
         wholeBody: Bool,
@@ -139,10 +145,34 @@ final class UpstreamClient: Sendable {
         completion: @escaping @Sendable (Result<ReceivedResponse, Error>) -> Void,
         as handle: UpstreamTask
     ) -> UpstreamTask {
-        var transfer = Transfer(requestDate: clock(), clock: clock, listener: listener, completion: completion)
+        let transfer = Transfer(requestDate: clock(), clock: clock, listener: listener, completion: completion)
+        #if canImport(FoundationNetworking)
+        let lane = CorelibsCallLane()
+        lane.run { [self] in begin(request, transfer, wholeBody: wholeBody, cancelling: { lane.runLater($0) }, as: handle) }
+        #else
+        begin(request, transfer, wholeBody: wholeBody, cancelling: { DispatchQueue.global(qos: .utility).async(execute: $0) }, as: handle)
+        #endif
+        return handle
+    }
+
+    /// Makes and resumes the task of `transfer`, unless nobody wants it any more or the client
+    /// was shut down (then `transfer` ends with `URLError.cancelled`, and the origin never sees
+    /// it); a cancel through `handle` runs through `cancelling`, never on the caller's thread.
+    private func begin(_ request: URLRequest, _ transfer: Transfer, wholeBody: Bool,
+                       cancelling: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void, as handle: UpstreamTask) {
+        // Making the task waits for corelibs' shared queue, which is busy when many loads start
+        // and stop at once: one that nobody waits for any more is not made, or not started once
+        // made, so the origin never sees it (the caller's cancel reaches a task only after it
+        // started).
+        let wanted = !handle.isCancelled && transfer.listener?.isWanted != false
+        guard wanted, lifecycle.withLock({ $0.beginsMaking() }) else {
+            return DispatchQueue.global().async { transfer.completion(.failure(URLError(.cancelled))) }
+        }
+        var transfer = transfer
         let task: URLSessionDataTask
         #if canImport(FoundationNetworking)
         if wholeBody, consultsAppProtocols {
+            let (clock, listener, completion) = (transfer.clock, transfer.listener, transfer.completion)
             transfer.retryAsDelegateTask = { [self] in
                 // Not when the caller cancelled meanwhile: then the cancellation is the answer.
                 guard !handle.isCancelled else { return completion(.failure(URLError(.cancelled))) }
@@ -161,21 +191,47 @@ final class UpstreamClient: Sendable {
         task = session.dataTask(with: request)
         #endif
         router.register(task, transfer: transfer)
-        handle.adopt { [router, task] in router.cancel(task) }
-        // Making the task waits for corelibs' shared queue, which is busy when many loads start
-        // and stop at once: one that nobody waits for any more is cancelled before it starts, so
-        // the origin never sees it (the caller's cancel reaches a task only after it started).
-        if let listener, !listener.isWanted {
-            task.cancel()
-            return handle
-        }
-        task.resume()
-        return handle
+        handle.adopt { [router, task] in router.cancel(task, through: cancelling) }
+        if transfer.listener?.isWanted == false { task.cancel() } else { task.resume() }
+        if lifecycle.withLock({ $0.endsMaking() }) { session.finishTasksAndInvalidate() }
     }
 
-    /// Lets running transfers finish, then releases the session.
+    /// Lets running transfers finish, then releases the session; a send after it ends with
+    /// `URLError.cancelled`. A task being made meanwhile is made first.
     func shutdown() {
-        session.finishTasksAndInvalidate()
+        if lifecycle.withLock({ $0.shutsDown() }) { session.finishTasksAndInvalidate() }
+    }
+}
+
+/// Whether an `UpstreamClient`'s session takes new tasks: corelibs traps when a task is made on
+/// a session invalidated meanwhile, so the session is invalidated only once no task is being made.
+private struct ClientLifecycle {
+    private var isShutDown = false
+    private var making = 0
+    private var invalidates = false
+
+    /// Whether a task may be made now (not after `shutsDown`); `endsMaking` follows each true.
+    mutating func beginsMaking() -> Bool {
+        guard !isShutDown else { return false }
+        making += 1
+        return true
+    }
+
+    /// A task was made: whether the session is to be invalidated now (it was shut down meanwhile).
+    mutating func endsMaking() -> Bool {
+        making -= 1
+        return isShutDown && making == 0 && takesInvalidation()
+    }
+
+    /// Shut down: whether the session is to be invalidated now (no task is being made).
+    mutating func shutsDown() -> Bool {
+        isShutDown = true
+        return making == 0 && takesInvalidation()
+    }
+
+    private mutating func takesInvalidation() -> Bool {
+        defer { invalidates = true }
+        return !invalidates
     }
 }
 
@@ -309,12 +365,13 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
     /// Cancels `task`'s transfer. The transfer is marked first, under the lock its redirect
     /// question is answered under: once marked, a redirect question stays unanswered, and the
     /// cancellation ends the task (see `urlSession(_:task:willPerformHTTPRedirection:…)`).
-    /// `cancel()` itself runs on another queue, never the caller's: a load is cancelled from
+    /// `cancel()` itself runs elsewhere, never on the caller's thread: a load is cancelled from
     /// `stopLoading` on the app session's queue, and on Linux every session's queue targets one
-    /// serial queue, so cancelling (a `sync` onto the upstream session's queue) from there deadlocks.
-    func cancel(_ task: URLSessionTask) {
+    /// serial queue, so cancelling (a `sync` onto the upstream session's queue) from there
+    /// deadlocks. On Linux it runs later on the lane the task was made through (`CorelibsCallLane`).
+    func cancel(_ task: URLSessionTask, through cancelling: (@escaping @Sendable () -> Void) -> Void) {
         transfers.withLock { $0[task.taskIdentifier]?.isCancelled = true }
-        DispatchQueue.global(qos: .utility).async { task.cancel() }
+        cancelling { task.cancel() }
     }
 
     /// A task with a completion handler ended: its whole response, or the error.

@@ -394,23 +394,31 @@ struct CallingThreadExecutor: ClientExecutor {
 /// lock still orders the calls against `stopLoading`. Without the queue (a corelibs release
 /// that renamed it, see `TaskWorkQueue`) deliveries run on the thread that asks, as before.
 ///
-/// `sync`, not `async`: the delivery runs on the calling thread as soon as the queue (and the one
-/// serial queue all of corelibs' session queues target) is free, so it takes no thread hand-off
-/// (what a hand-off cost a miss: `Docs/benchmarks.md`). Never asked for on that queue
-/// itself, where `sync` would deadlock: a delivery from inside `startLoading` runs at once
-/// (`onCallingThread`), `stopLoading` and `canInit` deliver nothing, a fetched head and the pieces
-/// of its body are delivered inside the upstream session's callbacks, which run on corelibs' one
-/// serial queue already (`UpstreamCallback`), and every other delivery comes from the engine's
-/// queue.
+/// A delivery asked for off that queue waits for it through the load's lane (`CorelibsCallLane`):
+/// on the asking thread, without a thread hand-off, while few threads wait for corelibs' one
+/// serial queue (which a running transfer keeps busy), else on a serial queue of the layer's own,
+/// so that the engine's threads, the global pool's, are not all held from the app's delegate
+/// queues and completion handlers meanwhile; in the order asked, either way. Never asked for on
+/// that queue itself, where the wait would deadlock: a delivery from inside `startLoading` runs
+/// at once (`onCallingThread`), `stopLoading` and `canInit` deliver nothing, a fetched head and
+/// the pieces of its body are delivered inside the upstream session's callbacks, which run on
+/// corelibs' one serial queue already (`UpstreamCallback`), and every other delivery comes from
+/// the engine's queue.
 struct TaskQueueExecutor: ClientExecutor {
     let queue: DispatchQueue?
+    private let lane = CorelibsCallLane()
+
+    init(queue: DispatchQueue?) {
+        self.queue = queue
+    }
 
     func run(_ work: @escaping @Sendable () -> Void) {
         // Inside an upstream session's callback (a fetched head or piece of body) the delivery is
         // already on corelibs' one serial queue: it runs there, in order with the transfer's
         // reads, and waiting for the app task's queue would deadlock (`UpstreamCallback`;
         // Docs/foundation-facts.md, L25).
-        if let queue, !UpstreamCallback.isRunning { queue.sync(execute: work) } else { work() }
+        guard let queue, !UpstreamCallback.isRunning else { return work() }
+        lane.run { queue.sync(execute: work) }
     }
 }
 #endif

@@ -155,6 +155,27 @@ final class UpstreamClientTests: LoaderRulesTestCase {
     }
 }
 
+extension UpstreamClientTests {
+    /// A send after `shutdown` ends as cancelled and reaches no origin: corelibs traps when a task
+    /// is made on an invalidated session, and on Linux a send's task is made later, on a lane.
+    func testASendAfterShutdownEndsAsCancelled() async throws {
+        origin.handle("/late") { _ in .text("late") }
+        let client = UpstreamClient(configuration: SessionSettings.standard.upstreamConfiguration { $0 == CachingURLProtocol.self })
+        client.shutdown()
+        let answered = expectation(description: "answered")
+        let result = Locked<Result<ReceivedResponse, Error>?>(nil)
+        _ = client.send(URLRequest(url: origin.url("/late")), clock: { Date() }, listener: nil) { outcome in
+            result.withLock { $0 = outcome }
+            answered.fulfill()
+        }
+        await fulfillment(of: [answered], timeout: 10)
+        XCTAssertThrowsError(try XCTUnwrap(result.withLock { $0 }).get()) { error in
+            XCTAssertEqual((error as? URLError)?.code, .cancelled)
+        }
+        XCTAssertEqual(origin.requests(to: "/late").count, 0)
+    }
+}
+
 /// An app's protocol class that takes no request: the upstream session asks it first, then
 /// Foundation's own.
 private final class DecliningProtocol: URLProtocol {

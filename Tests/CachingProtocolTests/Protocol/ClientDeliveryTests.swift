@@ -269,20 +269,45 @@ final class ClientDeliveryTests: LoaderRulesTestCase {
 
     #if canImport(FoundationNetworking)
     /// Linux: a delivery runs on the task's work queue (where corelibs changes the session's task
-    /// registry) but on the thread that asked, once that queue is free: no thread hand-off, which
-    /// cost a miss about 28 µs. An `async` hop would run it on one of the queue's worker threads.
-    func testTheTaskQueueExecutorRunsOnTheQueueOnTheAskingThread() {
+    /// registry). While few threads wait for that queue it waits on the thread that asked (no
+    /// hand-off); past `CorelibsCallLane.poolWaiters` on the load's lane, and `run` returns at
+    /// once; the deliveries asked one after another run in that order.
+    func testTheTaskQueueExecutorRunsOnTheQueueInOrderHoldingFewAskingThreads() {
         let queue = DispatchQueue(label: "a task's work queue", target: DispatchQueue(label: "the sessions' shared queue"))
         let marker = DispatchSpecificKey<Bool>()
         queue.setSpecific(key: marker, value: true)
-        let asking = pthread_self()
-        let ran = Locked<(onQueue: Bool, onAskingThread: Bool)?>(nil)
-        TaskQueueExecutor(queue: queue).run {
-            ran.withLock { $0 = (DispatchQueue.getSpecific(key: marker) == true, pthread_equal(pthread_self(), asking) != 0) }
+        let release = DispatchSemaphore(value: 0)
+        queue.async { release.wait() }
+        let ran = Locked<[String]>([])
+        @Sendable func record(_ name: String) {
+            ran.withLock { $0.append("\(name) \(DispatchQueue.getSpecific(key: marker) == true ? "on" : "off") the queue") }
         }
-        queue.sync {}   // whatever `run` left behind has run now
-        XCTAssertEqual(ran.withLock { $0?.onQueue }, true, "on the task's work queue")
-        XCTAssertEqual(ran.withLock { $0?.onAskingThread }, true, "on the thread that asked")
+        // Given as many loads as may wait on their own thread, each waiting there
+        for number in 0..<CorelibsCallLane.poolWaiters {
+            let executor = TaskQueueExecutor(queue: queue)
+            DispatchQueue.global().async { executor.run { record("waiting \(number)") } }
+        }
+        // When another load's deliveries are asked for, one after another, from one thread
+        let executor = TaskQueueExecutor(queue: queue)
+        let returned = expectation(description: "every run returned")
+        DispatchQueue.global().async {
+            while CorelibsCallLane.callersWaiting < CorelibsCallLane.poolWaiters { sched_yield() }
+            for number in 0..<50 { executor.run { record("\(number)") } }
+            returned.fulfill()
+        }
+        // Then each returned while the queue was held, nothing having run
+        wait(for: [returned], timeout: 10)
+        XCTAssertEqual(ran.withLock { $0 }, [], "returned while the queue was held")
+        // And once it is free, each ran on the queue, that load's in the order asked
+        release.signal()
+        let done = expectation(description: "the deliveries ran")
+        executor.run { done.fulfill() }
+        wait(for: [done], timeout: 10)
+        let runs = ran.withLock { $0 }
+        XCTAssertEqual(runs.filter { !$0.hasPrefix("waiting") }, (0..<50).map { "\($0) on the queue" })
+        queue.sync {}
+        XCTAssertEqual(Set(ran.withLock { $0 }.filter { $0.hasPrefix("waiting") }),
+                       Set((0..<CorelibsCallLane.poolWaiters).map { "waiting \($0) on the queue" }))
     }
     #endif
 
