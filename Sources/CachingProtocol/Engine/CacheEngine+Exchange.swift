@@ -362,6 +362,24 @@ final class ExchangeListener: UpstreamListener {
         }
     }
 
+    /// True when the engine may judge `response`, store it and answer every load where the
+    /// transfer ends (on Linux in the upstream session's callback, on corelibs' queue): its body
+    /// is the answer as it is (`CachingPolicy.streamedStatus`: not a `304`, a redirect, a HEAD's,
+    /// an error a stored response replaces, an unsafe request's), kept whole in memory and in no
+    /// file, not a part to combine with a stored one; storing it reads no file and waits for no
+    /// disk (`RecordStore.storesWithoutWaiting`); and no observer is set (the app's code, which
+    /// may wait for a session). Nothing of that end then waits or sends a request.
+    func upstreamMayEndInPlace(_ response: ReceivedResponse) -> Bool {
+        let request = exchange.request
+        guard response.isBodyKept, response.head.status != 206, engine.configuration.observer == nil,
+              engine.store.storesWithoutWaiting(forKey: request.key) else { return false }
+        let (sent, hasFile) = state.withLock { ($0.sent, $0.bodyFile != nil) }
+        guard !hasFile else { return false }
+        let context = ExchangeContext(storedPart: nil, maximumEntrySize: engine.store.maximumEntrySize, now: engine.configuration.now())
+        return engine.policy(for: request).streamedStatus(of: response.head, to: sent, of: exchange.plan, for: request,
+                                                          context: context) != nil
+    }
+
     /// Whether `load` got the body's pieces as they arrived and needs nothing more.
     func tookPiecesOnly(_ load: Load) -> Bool {
         state.withLock { $0.takingPiecesOnly.contains(ObjectIdentifier(load.handle)) }

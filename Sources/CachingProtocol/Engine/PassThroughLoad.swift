@@ -99,4 +99,10 @@ final class PassThroughLoad: UpstreamListener, @unchecked Sendable {
     }
 
     var isWanted: Bool { !handle.isFinished }
+
+    /// Never: a redirect's answer makes the next hop's request (Apple platforms, where the
+    /// completion runs in place anyway).
+    func upstreamMayEndInPlace(_ response: ReceivedResponse) -> Bool {
+        false
+    }
 }

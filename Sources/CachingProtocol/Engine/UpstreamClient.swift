@@ -26,6 +26,11 @@ protocol UpstreamListener: Sendable {
     /// Whether the transfer is still wanted, asked just before it starts: false when every load
     /// that waited for it left meanwhile.
     var isWanted: Bool { get }
+    /// Whether the completion may take `response` where the transfer ends — on Linux, in the
+    /// upstream session's callback on corelibs' queue, where nothing may wait for a corelibs queue
+    /// or make a task (`TransferRouter.end`) — rather than on a global queue. Asked once, with
+    /// the whole response.
+    func upstreamMayEndInPlace(_ response: ReceivedResponse) -> Bool
 }
 
 /// What an upstream transfer does with a response's body as it arrives (the answer to
@@ -389,6 +394,18 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         } else {
             result = .failure(URLError(.badServerResponse))
         }
+        end(transfer, with: result)
+    }
+
+    /// Hands `result` to the transfer's completion: where the transfer ended when its listener
+    /// says the response may be taken there (`UpstreamListener.upstreamMayEndInPlace`: on Linux
+    /// the loads then get it in this callback, in order with the transfer's reads, without a turn
+    /// on a global thread and another wait for corelibs' queue to deliver it), else off corelibs'
+    /// queue (`offWorkQueue`).
+    private func end(_ transfer: Transfer, with result: Result<ReceivedResponse, Error>) {
+        if case .success(let received) = result, transfer.listener?.upstreamMayEndInPlace(received) == true {
+            return transfer.completion(result)
+        }
         offWorkQueue { [completion = transfer.completion] in completion(result) }
     }
 
@@ -546,7 +563,7 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         } else {
             result = .failure(URLError(.badServerResponse))
         }
-        offWorkQueue { [completion = transfer.completion] in completion(result) }
+        end(transfer, with: result)
     }
 }
 

@@ -162,6 +162,12 @@ final class DiskStore: Sendable {
         if backlogged { flush() }
     }
 
+    /// Whether more than `Configuration.maximumStagedBytes` wait to be written: a `store` now
+    /// would wait for the worker.
+    var isBacklogged: Bool {
+        read { $0.stagedBytes > configuration.maximumStagedBytes }
+    }
+
     /// A new temporary file in `entries/` to write the body of a response for `key` into as it
     /// arrives (`StreamedEntryFile`), with the class of Data Protection the store's files get.
     /// The file is created on its own queue; one that cannot be (the directory is gone or cannot

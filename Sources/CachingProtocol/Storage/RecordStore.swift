@@ -46,6 +46,10 @@ protocol RecordStore: AnyObject, Sendable {
     /// Whether something may be stored under `key`, without reading a file or counting a
     /// lookup: true when it is, and while the disk index is still loading (it may be).
     func mayContainRecord(forKey key: String) -> Bool
+    /// Whether `storeVariant` for `key` would go on without waiting: it reads no file (what is
+    /// stored under `key` is in memory, or the disk holds nothing for it) and the disk tier is
+    /// not behind (the back-pressure of `DiskStore.store`). Reads no file itself.
+    func storesWithoutWaiting(forKey key: String) -> Bool
 }
 
 extension RecordStore {

@@ -203,6 +203,11 @@ final class TieredStore: RecordStore {
         memory.record(forKey: key, countingLookup: false) != nil || disk.mayContainRecord(forKey: key)
     }
 
+    func storesWithoutWaiting(forKey key: String) -> Bool {
+        guard !disk.isBacklogged else { return false }
+        return memory.record(forKey: key, countingLookup: false) != nil || !disk.mayContainRecord(forKey: key)
+    }
+
     func removeRecord(forKey key: String) {
         memory.removeRecord(forKey: key)
         disk.removeRecord(forKey: key)

@@ -159,6 +159,11 @@ final class FakeStore: RecordStore, @unchecked Sendable {
     func peek(_ key: String) -> CacheRecord? { records.withLock { $0[key] } }
     func mayContainRecord(forKey key: String) -> Bool { records.withLock { $0[key] != nil } }
 
+    /// Set it to make the store say that storing would wait for its disk.
+    let isBacklogged = Locked(false)
+    /// It reads no file; it waits only while `isBacklogged`.
+    func storesWithoutWaiting(forKey key: String) -> Bool { !isBacklogged.withLock { $0 } }
+
     /// Keeps no files: every body is collected in memory.
     func writesAsItArrives(bodyOfLength length: Int?) -> Bool { false }
     func streamedEntryFile(forKey key: String) -> StreamedEntryFile? { nil }

@@ -56,6 +56,36 @@ final class UpstreamClientTests: LoaderRulesTestCase {
         }
     }
 
+    /// A response whose listener says it may end in place reaches the completion where the
+    /// transfer ended — on Linux inside the upstream session's callback, on corelibs' queue, where
+    /// the loads' clients may be called directly (`UpstreamCallback`) — whole; any other off
+    /// that queue. Also for a task Foundation collects (behind an app's protocol class).
+    func testTheEndIsTakenInPlaceOnlyWhenTheListenerSaysSo() async throws {
+        let body = Data.pattern(100_000)
+        origin.handle("/page") { _ in OriginResponse(status: 200, body: body) }
+        for inPlace in [true, false] {
+            for (upstream, behindAppProtocol) in [(client!, false), (clientBehindAppProtocol!, true)] {
+                let label = "in place \(inPlace), behind an app's protocol \(behindAppProtocol)"
+                let answered = expectation(description: label)
+                let ended = Locked<(Result<ReceivedResponse, Error>, inCallback: Bool)?>(nil)
+                _ = upstream.send(URLRequest(url: origin.url("/page")), wholeBody: true, clock: { Date() },
+                                  listener: StubListener(inPlace: inPlace)) { result in
+                    #if canImport(FoundationNetworking)
+                    let inCallback = UpstreamCallback.isRunning
+                    #else
+                    let inCallback = inPlace
+                    #endif
+                    ended.withLock { $0 = (result, inCallback) }
+                    answered.fulfill()
+                }
+                await fulfillment(of: [answered], timeout: 20)
+                let (result, inCallback) = try XCTUnwrap(ended.withLock { $0 })
+                XCTAssertEqual(try result.get().body, body, label)
+                XCTAssertEqual(inCallback, inPlace, label)
+            }
+        }
+    }
+
     func testAChallengeEndsWithThe401AndItsBody() async throws {
         origin.handle("/members") { _ in
             OriginResponse(status: 401, headers: [HTTPField("WWW-Authenticate", "Basic realm=\"members\"")],
@@ -140,7 +170,7 @@ final class UpstreamClientTests: LoaderRulesTestCase {
             let answered = expectation(description: "answered")
             let result = Locked<Result<ReceivedResponse, Error>?>(nil)
             _ = clientBehindAppProtocol.send(URLRequest(url: origin.url("/item")), wholeBody: wholeBody, clock: { Date() },
-                                             listener: UnwantedTransfer()) { outcome in
+                                             listener: StubListener(isWanted: false)) { outcome in
                 result.withLock { $0 = outcome }
                 answered.fulfill()
             }
@@ -182,8 +212,12 @@ private final class DecliningProtocol: URLProtocol {
     override class func canInit(with request: URLRequest) -> Bool { false }
 }
 
-/// A listener whose transfer nobody waits for any more.
-private struct UnwantedTransfer: UpstreamListener {
+/// A listener that keeps every body whole, says whether anybody still waits for the transfer
+/// and whether its end may be taken in place.
+private struct StubListener: UpstreamListener {
+    var isWanted = true
+    var inPlace = false
+
     func upstreamDidReceiveChallenge(_ challenge: URLAuthenticationChallenge,
                                      answer: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         answer(.performDefaultHandling, nil)
@@ -192,5 +226,5 @@ private struct UnwantedTransfer: UpstreamListener {
     func upstreamDidReceiveHead(_ head: ReceivedHead) -> BodyHandling { .keepWhole }
     func upstreamDidReceiveBody(_ data: Data) {}
     func upstreamBodyPassesLimit() -> Bool { false }
-    var isWanted: Bool { false }
+    func upstreamMayEndInPlace(_ response: ReceivedResponse) -> Bool { inPlace }
 }

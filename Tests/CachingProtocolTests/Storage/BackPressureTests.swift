@@ -53,4 +53,42 @@ final class BackPressureTests: TemporaryDirectoryTestCase {
         XCTAssertEqual(store.record(forKey: "large").map { Fixtures.isIntact($0, key: "large") }, true)
         XCTAssertEqual(store.record(forKey: "next").map { Fixtures.isIntact($0, key: "next") }, true)
     }
+
+    /// What lets the engine store where an upstream transfer ends (`RecordStore.storesWithoutWaiting`):
+    /// the disk tier says it is behind exactly while a store would wait for it.
+    func testTheDiskTierSaysItIsBehindWhileAStoreWouldWait() {
+        // Given a disk tier whose worker is held, that may hold 64 KB of records waiting
+        let gate = DispatchQueue(label: "gate")
+        gate.suspend()
+        let store = DiskStore(configuration: .init(directory: cacheDirectory(), capacity: 64 << 20, maximumStagedBytes: 64 << 10),
+                              workerTarget: gate)
+        XCTAssertFalse(store.isBacklogged)
+
+        // When one record of 1 MB waits to be written, then is written
+        store.store(Fixtures.record(key: "large", bodySize: 1 << 20))
+        XCTAssertTrue(store.isBacklogged, "the next store would wait")
+        gate.resume()
+        store.flush()
+
+        // Then it is no longer behind
+        XCTAssertFalse(store.isBacklogged)
+    }
+
+    /// Both tiers store a variant without waiting for a key whose record is in memory or
+    /// nowhere; a record only on disk is read first (its other variants stay beside the new one).
+    func testStoringWithoutWaitingMeansReadingNoFile() throws {
+        let onDiskOnly = CachingURLCache(memoryCapacity: 0, diskCapacity: 64 << 20, directory: cacheDirectory("on-disk-only"))
+        let entry = Fixtures.entry(body: Data("body".utf8))
+        onDiskOnly.waitUntilSettled()   // the index is loaded: until then any key may be stored
+        XCTAssertTrue(onDiskOnly.store.storesWithoutWaiting(forKey: "k"), "nothing stored")
+        onDiskOnly.store.storeVariant(entry, key: "k", memoryOnly: false)
+        onDiskOnly.waitUntilSettled()
+        XCTAssertNotNil(onDiskOnly.store.peek("k"), "stored on disk")
+        XCTAssertFalse(onDiskOnly.store.storesWithoutWaiting(forKey: "k"), "its file would be read")
+
+        let inMemory = CachingURLCache(memoryCapacity: 1 << 20, diskCapacity: 64 << 20, directory: cacheDirectory("in-memory"))
+        inMemory.store.storeVariant(entry, key: "k", memoryOnly: false)
+        inMemory.waitUntilSettled()
+        XCTAssertTrue(inMemory.store.storesWithoutWaiting(forKey: "k"), "the record is in memory")
+    }
 }
