@@ -27,6 +27,13 @@ final class CorelibsCallLane: Sendable {
     /// How many callers wait on their own thread now.
     static var callersWaiting: Int { waitingOnCallers.withLock { $0 } }
 
+    /// Returns once every call queued on a lane until now has run: a call to corelibs made after
+    /// it comes after theirs (for tests: every upstream task cancelled by then was cancelled
+    /// before a task made afterwards).
+    static func waitForQueuedCalls() {
+        for queue in queues { queue.sync {} }
+    }
+
     private let queue: DispatchQueue
     /// Calls handed to `queue` that have not run yet.
     private let queued = Locked(0)

@@ -73,10 +73,19 @@ final class MassCancellationTests: CachingTestCase {
         }
         await fulfillment(of: [ended], timeout: 30)
         if whileTheEngineWaits { gate.signal() }
+        #if canImport(FoundationNetworking)
+        // Every upstream task the layer made is made, and its cancellation handed to corelibs,
+        // before the sentinel's request below: the engine makes them on its queue, and makes and
+        // cancels them through their lanes.
+        if withLayer {
+            CacheEngine.queue.sync(flags: .barrier) {}
+            CorelibsCallLane.waitForQueuedCalls()
+        }
+        #endif
         // A request through the same session after them (with a timeout of its own): once it is
-        // answered, every cancellation has reached the transfer it stops, so no request of theirs
-        // is still on its way to the origin (looked at earlier, none there yet would pass for all
-        // abandoned).
+        // answered, every cancellation has reached the transfer it stops (corelibs runs them in
+        // order on its one queue), so no request of theirs is still on its way to the origin
+        // (looked at earlier, none there yet would pass for all abandoned).
         _ = try? await session.data(for: URLRequest(url: origin.url("/sentinel"), timeoutInterval: 10))
         // Every request that reached the origin was given up by its client: the origin holds each
         // for 5 s, so one that is still held (or was sent whole) after 10 s was never cancelled.
