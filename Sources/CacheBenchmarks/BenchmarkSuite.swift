@@ -27,7 +27,7 @@ final class BenchmarkSuite {
 
         static let full = Scale(latencyIterations: 2_000, throughputRequests: 20_000, scalingSizes: [100, 10_000, 100_000],
                                 openSize: 100_000, streamResponses: 1_024, storageEntries: 500, lookups: 50_000,
-                                largeIterations: 40, hugeBytes: 200 << 20, freshRounds: 9)
+                                largeIterations: 40, hugeBytes: 200 << 20, freshRounds: 21)
         static let quick = Scale(latencyIterations: 20, throughputRequests: 200, scalingSizes: [10, 100],
                                  openSize: 200, streamResponses: 4, storageEntries: 10, lookups: 200,
                                  largeIterations: 2, hugeBytes: 1 << 20, freshRounds: 1)
