@@ -367,8 +367,10 @@ final class ExchangeListener: UpstreamListener {
     /// is the answer as it is (`CachingPolicy.streamedStatus`: not a `304`, a redirect, a HEAD's,
     /// an error a stored response replaces, an unsafe request's), kept whole in memory and in no
     /// file, not a part to combine with a stored one; storing it reads no file and waits for no
-    /// disk (`RecordStore.storesWithoutWaiting`); and no observer is set (the app's code, which
-    /// may wait for a session). Nothing of that end then waits or sends a request.
+    /// disk (`RecordStore.storesWithoutWaiting`, asked now: a store another thread makes meanwhile
+    /// may still make this one wait for the disk worker, never for corelibs); and no observer is
+    /// set (the app's code, which may wait for a session). Nothing of that end then sends a
+    /// request or waits for corelibs' queue.
     func upstreamMayEndInPlace(_ response: ReceivedResponse) -> Bool {
         let request = exchange.request
         guard response.isBodyKept, response.head.status != 206, engine.configuration.observer == nil,

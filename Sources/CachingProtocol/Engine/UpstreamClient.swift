@@ -397,15 +397,17 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         end(transfer, with: result)
     }
 
-    /// Hands `result` to the transfer's completion: where the transfer ended when its listener
-    /// says the response may be taken there (`UpstreamListener.upstreamMayEndInPlace`: on Linux
-    /// the loads then get it in this callback, in order with the transfer's reads, without a turn
-    /// on a global thread and another wait for corelibs' queue to deliver it), else off corelibs'
-    /// queue (`offWorkQueue`).
+    /// Hands `result` to the transfer's completion: on Linux in this callback when its listener
+    /// says the response may be taken there (`UpstreamListener.upstreamMayEndInPlace`: the loads
+    /// then get it in order with the transfer's reads, without a turn on a global thread and
+    /// another wait for corelibs' queue to deliver it), else off corelibs' queue
+    /// (`offWorkQueue`). Elsewhere in place, on the session's delegate queue.
     private func end(_ transfer: Transfer, with result: Result<ReceivedResponse, Error>) {
+        #if canImport(FoundationNetworking)
         if case .success(let received) = result, transfer.listener?.upstreamMayEndInPlace(received) == true {
             return transfer.completion(result)
         }
+        #endif
         offWorkQueue { [completion = transfer.completion] in completion(result) }
     }
 
