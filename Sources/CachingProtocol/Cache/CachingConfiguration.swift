@@ -60,6 +60,11 @@ public struct CachingConfiguration: Sendable {
     /// Called once per request the protocol answers, just before the answer is handed to the
     /// app, on an internal thread. Keep it fast: the app waits for it. Default nil. Events carry no header values, so nothing
     /// secret reaches a log through them.
+    ///
+    /// On Linux it may run on Foundation's URLSession queue (an answer from the cache is given in
+    /// `startLoading`, which Foundation calls there): it must not make a URLSession task or wait
+    /// for one itself, which there deadlocks; hand such work to a queue of its own. An answer
+    /// fetched from the origin is given on one of the layer's threads while an observer is set.
     public var observer: (@Sendable (CacheEvent) -> Void)? { didSet { identity = Identity() } }
     /// Rules for some of the requests, by host, path prefix or predicate; the first that matches
     /// a request wins (see ``CachingRule``). Default none: every request follows ``policy``.
