@@ -82,9 +82,10 @@ protocol Upstream: Sendable {
 /// task is made and resumed through a lane (`CorelibsCallLane`): on the caller's thread while
 /// few callers wait for corelibs' queue, else on a serial queue of the layer's own, so that the
 /// global pool's threads are not all held waiting; elsewhere on the caller's thread. Completions
-/// run on a global queue on Linux (`TransferRouter.offWorkQueue`), on the session's delegate
-/// queue elsewhere, and on a global queue for a transfer that was not started (cancelled first,
-/// or sent after `shutdown`).
+/// run on Linux in the upstream callback on corelibs' queue when the listener says the response
+/// may be taken there (`UpstreamListener.upstreamMayEndInPlace`), else on a global queue
+/// (`TransferRouter.offWorkQueue`); on the session's delegate queue elsewhere; and on a global
+/// queue for a transfer that was not started (cancelled first, or sent after `shutdown`).
 final class UpstreamClient: Sendable {
     private let session: URLSession
     private let router: TransferRouter
@@ -106,8 +107,9 @@ final class UpstreamClient: Sendable {
         // layer, at the pace the reads go. Handed to a delegate queue, they would wait there: the
         // app's client may be called only on corelibs' queue, which a fast transfer keeps busy
         // to its end, so every piece read meanwhile would be held in memory
-        // (Docs/foundation-facts.md, L25). The router's work there is short; the transfer's end
-        // and challenges go on on another queue (`TransferRouter.offWorkQueue`).
+        // (Docs/foundation-facts.md, L25). The router's work there is short; challenges, and a
+        // transfer's end unless its listener takes it in place, go on on another queue
+        // (`TransferRouter.end`, `TransferRouter.offWorkQueue`).
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: CallbacksInPlace())
         #else
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
@@ -412,9 +414,10 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
     }
 
     /// Runs `work` off corelibs' work queue, where the callbacks run on Linux
-    /// (`UpstreamClient.init`): what follows a transfer's end (the engine judging, storing and
-    /// answering, or a request sent again: long there, where every session waits, and making a
-    /// task there deadlocks, Docs/foundation-facts.md, L3), and the answer to a challenge
+    /// (`UpstreamClient.init`): what follows a transfer's end unless its listener takes it in
+    /// place (the engine judging, storing and answering, or a request sent again: long there,
+    /// where every session waits, and making a task there deadlocks, Docs/foundation-facts.md,
+    /// L3), and the answer to a challenge
     /// (corelibs may wait for the work queue in the completion handler: cancelling the task for
     /// a challenge does). Elsewhere in place, on the session's delegate queue.
     private func offWorkQueue(_ work: @escaping @Sendable () -> Void) {

@@ -400,10 +400,10 @@ struct CallingThreadExecutor: ClientExecutor {
 /// so that the engine's threads, the global pool's, are not all held from the app's delegate
 /// queues and completion handlers meanwhile; in the order asked, either way. Never asked for on
 /// that queue itself, where the wait would deadlock: a delivery from inside `startLoading` runs
-/// at once (`onCallingThread`), `stopLoading` and `canInit` deliver nothing, a fetched head and
-/// the pieces of its body are delivered inside the upstream session's callbacks, which run on
-/// corelibs' one serial queue already (`UpstreamCallback`), and every other delivery comes from
-/// the engine's queue.
+/// at once (`onCallingThread`), `stopLoading` and `canInit` deliver nothing, a fetched head, the
+/// pieces of its body and an end the listener takes in place (`TransferRouter.end`) are
+/// delivered inside the upstream session's callbacks, which run on corelibs' one serial queue
+/// already (`UpstreamCallback`), and every other delivery comes from the engine's threads.
 struct TaskQueueExecutor: ClientExecutor {
     let queue: DispatchQueue?
     private let lane = CorelibsCallLane()
@@ -413,10 +413,10 @@ struct TaskQueueExecutor: ClientExecutor {
     }
 
     func run(_ work: @escaping @Sendable () -> Void) {
-        // Inside an upstream session's callback (a fetched head or piece of body) the delivery is
-        // already on corelibs' one serial queue: it runs there, in order with the transfer's
-        // reads, and waiting for the app task's queue would deadlock (`UpstreamCallback`;
-        // Docs/foundation-facts.md, L25).
+        // Inside an upstream session's callback (a fetched head, a piece of body, an end taken
+        // in place) the delivery is already on corelibs' one serial queue: it runs there, in
+        // order with the transfer's reads, and waiting for the app task's queue would deadlock
+        // (`UpstreamCallback`; Docs/foundation-facts.md, L25).
         guard let queue, !UpstreamCallback.isRunning else { return work() }
         lane.run { queue.sync(execute: work) }
     }
