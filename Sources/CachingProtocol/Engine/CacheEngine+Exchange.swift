@@ -191,13 +191,21 @@ extension CacheEngine {
 
     /// Carries out what the policy said to store. `bodyFile` holds the body of the response
     /// received, when it went to a file as it arrived: an entry made from that response is
-    /// stored with it.
+    /// stored with it. On corelibs' queue (an end taken in place, `UpstreamCallback`) a store
+    /// never waits for the disk tier: that queue runs every session's work of the process, and
+    /// the disk tier may have fallen behind since the end was let in
+    /// (`ExchangeListener.upstreamMayEndInPlace`).
     private func apply(_ storage: ExchangeOutcome.Storage, for request: CacheRequest, bodyFile: StreamedEntryFile?) {
         switch storage {
         case .none:
             break
         case .store(let entry, let memoryOnly):
-            store.storeVariant(entry, key: request.key, memoryOnly: memoryOnly, bodyFile: bodyFile)
+            #if canImport(FoundationNetworking)
+            let waitsIfBehind = !UpstreamCallback.isRunning
+            #else
+            let waitsIfBehind = true
+            #endif
+            store.storeVariant(entry, key: request.key, memoryOnly: memoryOnly, bodyFile: bodyFile, waitsIfBehind: waitsIfBehind)
         case .removeVariant:
             store.removeVariant(forKey: request.key) { CachingPolicy.variant($0, matches: request) }
         case .removeRecords(let keys):
@@ -366,11 +374,11 @@ final class ExchangeListener: UpstreamListener {
     /// transfer ends (on Linux in the upstream session's callback, on corelibs' queue): its body
     /// is the answer as it is (`CachingPolicy.streamedStatus`: not a `304`, a redirect, a HEAD's,
     /// an error a stored response replaces, an unsafe request's), kept whole in memory and in no
-    /// file, not a part to combine with a stored one; storing it reads no file and waits for no
-    /// disk (`RecordStore.storesWithoutWaiting`, asked now: a store another thread makes meanwhile
-    /// may still make this one wait for the disk worker, never for corelibs); and no observer is
-    /// set (the app's code, which may wait for a session). Nothing of that end then sends a
-    /// request or waits for corelibs' queue.
+    /// file, not a part to combine with a stored one; storing it reads no file and the disk tier
+    /// is not behind (`RecordStore.storesWithoutWaiting`; should it fall behind meanwhile, the
+    /// store made there does not wait for it, `apply`); and no observer is set (the app's code,
+    /// which may wait for a session). Nothing of that end then sends a request or waits for
+    /// corelibs' queue.
     func upstreamMayEndInPlace(_ response: ReceivedResponse) -> Bool {
         let request = exchange.request
         guard response.isBodyKept, response.head.status != 206, engine.configuration.observer == nil,

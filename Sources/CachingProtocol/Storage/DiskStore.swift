@@ -147,8 +147,11 @@ final class DiskStore: Sendable {
         store(record, bodyFile: nil)
     }
 
-    /// `store(_:)` of a record whose first variant's body is in `bodyFile` (when not nil).
-    func store(_ record: CacheRecord, bodyFile: StreamedEntryFile?) {
+    /// `store(_:)` of a record whose first variant's body is in `bodyFile` (when not nil). With
+    /// `waitsIfBehind` false it never waits: past the bound the record is staged all the same, for
+    /// a caller that must not wait for the worker (an end of a transfer taken on corelibs' queue,
+    /// whose records are small: bodies kept in memory, `TieredStore.largestCollectedBody`).
+    func store(_ record: CacheRecord, bodyFile: StreamedEntryFile?, waitsIfBehind: Bool = true) {
         // An estimate of the file size, close enough to refuse early.
         let held = record.cost
         var cost = held
@@ -159,7 +162,7 @@ final class DiskStore: Sendable {
             // for its own write (it would hold its answer back from the app for the write's length).
             return ledger.stagedBytes - held > configuration.maximumStagedBytes
         }
-        if backlogged { flush() }
+        if backlogged, waitsIfBehind { flush() }
     }
 
     /// Whether more than `Configuration.maximumStagedBytes` wait to be written: a `store` now

@@ -28,8 +28,9 @@ protocol RecordStore: AnyObject, Sendable {
     /// `memoryOnly`. An entry costing more than `maximumEntrySize` is not stored. With
     /// `bodyFile` (from `streamedEntryFile(forKey:)`), the entry's body is in that
     /// file, whole — `entry` holds it too, or holds none — and the file becomes the entry's file;
-    /// a file that is not stored is discarded.
-    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool, bodyFile: StreamedEntryFile?)
+    /// a file that is not stored is discarded. When the disk tier is behind, it waits for it
+    /// (back-pressure), unless not `waitsIfBehind`: then the record is staged past the bound.
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool, bodyFile: StreamedEntryFile?, waitsIfBehind: Bool)
     /// Whether a body of `bodyOfLength` bytes (nil: not known) that may be stored goes to a file
     /// as it arrives (`streamedEntryFile(forKey:)`) rather than being collected in memory and
     /// stored with `storeVariant` once whole: it is larger than what memory collects, and
@@ -53,9 +54,10 @@ protocol RecordStore: AnyObject, Sendable {
 }
 
 extension RecordStore {
-    /// `storeVariant(_:key:memoryOnly:bodyFile:)` of an entry that holds its body.
+    /// `storeVariant(_:key:memoryOnly:bodyFile:waitsIfBehind:)` of an entry that holds its body,
+    /// waiting for the disk tier when it is behind.
     func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool) {
-        storeVariant(entry, key: key, memoryOnly: memoryOnly, bodyFile: nil)
+        storeVariant(entry, key: key, memoryOnly: memoryOnly, bodyFile: nil, waitsIfBehind: true)
     }
 }
 

@@ -231,11 +231,12 @@ final class TieredStore: RecordStore {
     }
 
     /// Stores `record` in memory, and its variants that are not memory-only
-    /// (`CacheEntry.isMemoryOnly`) on disk: when it has none, the key leaves the disk.
-    func store(_ record: CacheRecord) {
+    /// (`CacheEntry.isMemoryOnly`) on disk: when it has none, the key leaves the disk. Waits for
+    /// the disk tier when it is behind, unless not `waitsIfBehind` (`DiskStore.store`).
+    func store(_ record: CacheRecord, waitsIfBehind: Bool = true) {
         memory.store(record)
         guard let forDisk = Self.writable(record) else { return disk.removeRecord(forKey: record.key) }
-        disk.store(forDisk)
+        disk.store(forDisk, bodyFile: nil, waitsIfBehind: waitsIfBehind)
     }
 
     /// `record` as a file may hold it: without its memory-only variants, nil when none is left.
@@ -255,7 +256,7 @@ final class TieredStore: RecordStore {
     ///
     /// An answer for a user whose answers were removed (`removeVariants(ofUser:)`) to a request
     /// sent before the removal — one that was on its way meanwhile — is not stored.
-    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool, bodyFile: StreamedEntryFile?) {
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool, bodyFile: StreamedEntryFile?, waitsIfBehind: Bool) {
         let bodyOnlyInFile = bodyFile.map { entry.body.count != $0.appendedBytes } ?? false
         let cost = entry.cost + (bodyOnlyInFile ? bodyFile?.appendedBytes ?? 0 : 0)
         guard cost <= maximumEntrySize, !(bodyOnlyInFile && (memoryOnly || entry.isMemoryOnly)),
@@ -275,14 +276,14 @@ final class TieredStore: RecordStore {
         let record = CacheRecord(key: key, variants: variants)
         guard let bodyFile, !entry.isMemoryOnly, let forDisk = Self.writable(record) else {
             bodyFile?.discard()
-            return store(record)
+            return store(record, waitsIfBehind: waitsIfBehind)
         }
         if bodyOnlyInFile {
             memory.removeRecord(forKey: key)
         } else {
             memory.store(record)
         }
-        disk.store(forDisk, bodyFile: bodyFile)
+        disk.store(forDisk, bodyFile: bodyFile, waitsIfBehind: waitsIfBehind)
     }
 
     /// Bodies up to this size are collected in memory and written after the response (staged);

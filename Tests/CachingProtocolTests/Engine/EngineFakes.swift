@@ -168,7 +168,11 @@ final class FakeStore: RecordStore, @unchecked Sendable {
     func writesAsItArrives(bodyOfLength length: Int?) -> Bool { false }
     func streamedEntryFile(forKey key: String) -> StreamedEntryFile? { nil }
 
-    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool, bodyFile: StreamedEntryFile?) {
+    /// What each `storeVariant` was told of waiting for a disk that is behind, in order.
+    let waitsIfBehind = Locked<[Bool]>([])
+
+    func storeVariant(_ entry: CacheEntry, key: String, memoryOnly: Bool, bodyFile: StreamedEntryFile?, waitsIfBehind: Bool) {
+        self.waitsIfBehind.withLock { $0.append(waitsIfBehind) }
         records.withLock { records in
             var variants = records[key]?.variants ?? []
             variants.removeAll { $0.isSameVariant(as: entry) }

@@ -86,6 +86,29 @@ final class InPlaceEndTests: EngineTestCase {
         XCTAssertFalse(mayEndInPlace(1, status: 200, headers: ["Cache-Control": "max-age=60"]),
                        "storing would wait for the disk")
     }
+
+    #if canImport(FoundationNetworking)
+    /// The disk tier may fall behind between the question and the store (another thread stores
+    /// meanwhile): a store made in the upstream callback, on corelibs' queue, is told not to wait
+    /// for it; one made elsewhere waits as every store does.
+    func testAStoreMadeWhereTheTransferEndsNeverWaitsForTheDisk() {
+        let inPlace = load()
+        upstream.waitForRequests(1)
+        UpstreamCallback.run {
+            upstream.respond(0, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("fresh".utf8))
+        }
+        wait(for: [inPlace.answered], timeout: 10)
+        XCTAssertEqual(store.waitsIfBehind.withLock { $0 }, [false], "stored on corelibs' queue")
+
+        clock.advance(by: 120)
+        let offTheQueue = load()
+        upstream.waitForRequests(2)
+        upstream.respond(1, status: 200, headers: ["Cache-Control": "max-age=60"], body: Data("newer".utf8))
+        wait(for: [offTheQueue.answered], timeout: 10)
+        XCTAssertEqual(store.waitsIfBehind.withLock { $0 }, [false, true])
+        XCTAssertEqual(store.entry(key)?.body, Data("newer".utf8))
+    }
+    #endif
 }
 
 /// With an observer, no end is taken in place: the observer is the app's code, called before

@@ -54,6 +54,35 @@ final class BackPressureTests: TemporaryDirectoryTestCase {
         XCTAssertEqual(store.record(forKey: "next").map { Fixtures.isIntact($0, key: "next") }, true)
     }
 
+    /// A store told not to wait (one made on corelibs' queue, `CacheEngine.apply`) returns at
+    /// once while the worker is behind, its record staged past the bound and written after.
+    func testAStoreThatMayNotWaitIsStagedPastTheBound() {
+        // Given a disk tier whose worker is held, behind with a record of 1 MB
+        let gate = DispatchQueue(label: "gate")
+        gate.suspend()
+        let store = DiskStore(configuration: .init(directory: cacheDirectory(), capacity: 64 << 20, maximumStagedBytes: 64 << 10),
+                              workerTarget: gate)
+        store.store(Fixtures.record(key: "large", bodySize: 1 << 20))
+        XCTAssertTrue(store.isBacklogged)
+
+        // When another record is stored without waiting
+        let stored = expectation(description: "the store returns while the worker is held")
+        DispatchQueue.global().async {
+            store.store(Fixtures.record(key: "small", bodySize: 4_000), bodyFile: nil, waitsIfBehind: false)
+            stored.fulfill()
+        }
+
+        // Then it returns with both writes still staged, and both are written once the worker runs
+        wait(for: [stored], timeout: 5)
+        XCTAssertEqual(store.diagnostics.stagedCount, 2)
+        XCTAssertEqual(store.record(forKey: "small").map { Fixtures.isIntact($0, key: "small") }, true, "staged records are read")
+        gate.resume()
+        store.flush()
+        XCTAssertEqual(store.diagnostics.stagedCount, 0)
+        XCTAssertEqual(store.record(forKey: "large").map { Fixtures.isIntact($0, key: "large") }, true)
+        XCTAssertEqual(store.record(forKey: "small").map { Fixtures.isIntact($0, key: "small") }, true)
+    }
+
     /// What lets the engine store where an upstream transfer ends (`RecordStore.storesWithoutWaiting`):
     /// the disk tier says it is behind exactly while a store would wait for it.
     func testTheDiskTierSaysItIsBehindWhileAStoreWouldWait() {
