@@ -23,14 +23,21 @@ final class BackPressureTests: TemporaryDirectoryTestCase {
         XCTAssertEqual(store.record(forKey: "k199").map { Fixtures.isIntact($0, key: "k199") }, true)
     }
 
-    /// One response larger than the bound, with nothing else waiting, does not wait for its own
-    /// write: the engine stores before it answers, so waiting would hold the answer back.
-    func testOneRecordLargerThanTheBoundDoesNotWaitForItsOwnWrite() {
-        // Given a disk tier whose worker is held, that may hold 64 KB of records waiting
+    /// A disk tier that may hold 64 KB of records waiting, whose worker runs only once `gate` is
+    /// resumed.
+    private func heldDiskTier() -> (store: DiskStore, gate: DispatchQueue) {
         let gate = DispatchQueue(label: "gate")
         gate.suspend()
         let store = DiskStore(configuration: .init(directory: cacheDirectory(), capacity: 64 << 20, maximumStagedBytes: 64 << 10),
                               workerTarget: gate)
+        return (store, gate)
+    }
+
+    /// One response larger than the bound, with nothing else waiting, does not wait for its own
+    /// write: the engine stores before it answers, so waiting would hold the answer back.
+    func testOneRecordLargerThanTheBoundDoesNotWaitForItsOwnWrite() {
+        // Given a disk tier whose worker is held, that may hold 64 KB of records waiting
+        let (store, gate) = heldDiskTier()
 
         // When a record of 1 MB is stored
         let first = expectation(description: "the store returns while its write waits")
@@ -58,10 +65,7 @@ final class BackPressureTests: TemporaryDirectoryTestCase {
     /// once while the worker is behind, its record staged past the bound and written after.
     func testAStoreThatMayNotWaitIsStagedPastTheBound() {
         // Given a disk tier whose worker is held, behind with a record of 1 MB
-        let gate = DispatchQueue(label: "gate")
-        gate.suspend()
-        let store = DiskStore(configuration: .init(directory: cacheDirectory(), capacity: 64 << 20, maximumStagedBytes: 64 << 10),
-                              workerTarget: gate)
+        let (store, gate) = heldDiskTier()
         store.store(Fixtures.record(key: "large", bodySize: 1 << 20))
         XCTAssertTrue(store.isBacklogged)
 
@@ -87,10 +91,7 @@ final class BackPressureTests: TemporaryDirectoryTestCase {
     /// the disk tier says it is behind exactly while a store would wait for it.
     func testTheDiskTierSaysItIsBehindWhileAStoreWouldWait() {
         // Given a disk tier whose worker is held, that may hold 64 KB of records waiting
-        let gate = DispatchQueue(label: "gate")
-        gate.suspend()
-        let store = DiskStore(configuration: .init(directory: cacheDirectory(), capacity: 64 << 20, maximumStagedBytes: 64 << 10),
-                              workerTarget: gate)
+        let (store, gate) = heldDiskTier()
         XCTAssertFalse(store.isBacklogged)
 
         // When one record of 1 MB waits to be written, then is written
