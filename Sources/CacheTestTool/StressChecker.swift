@@ -45,7 +45,12 @@ struct StressChecker {
 
     /// Nil when `answer` is one the origin gave; otherwise what is wrong with it.
     func problem(with answer: Answer) -> String? {
-        let served = origin.served(answer.path, user: answer.user)
+        Self.problem(with: answer, served: origin.served(answer.path, user: answer.user))
+    }
+
+    /// Nil when `answer` is one of `served`, the bodies the origin sent for its path and user;
+    /// otherwise what is wrong with it.
+    static func problem(with answer: Answer, served: [Data: StressOrigin.Served]) -> String? {
         let described = "\(answer.status), \(answer.body.count) bytes (\(Self.firstLine(answer.body)))"
         if answer.status == 206 {
             guard let (range, total) = Self.contentRange(answer.contentRange) else {
@@ -55,11 +60,14 @@ struct StressChecker {
                 return "206 whose body (\(answer.body.count) bytes) is not the \(range.count) its Content-Range names"
             }
             let whole = served.filter { $0.value.status == 200 && $0.key.count == total }
-            guard let match = whole.first(where: { $0.key[range] == answer.body }) else {
+            let matches = whole.filter { $0.key[range] == answer.body }.map(\.value)
+            guard let match = matches.first else {
                 return "206 \(range.lowerBound)-\(range.upperBound)/\(total) that is no part of a body the origin sent for "
                     + "\(answer.path) to \(answer.user) (\(Self.summary(served)))"
             }
-            return windowProblem(match.value, answer)
+            // The same bytes may be part of several versions (each begins with a line naming its
+            // path and user): a reload's part is right when any of them was sent while it ran.
+            return matches.contains { windowProblem($0, answer) == nil } ? nil : windowProblem(match, answer)
         }
         guard let sent = served[answer.body], sent.status == answer.status else {
             return "\(described) is no response the origin sent for \(answer.path) to \(answer.user) (\(Self.summary(served)))"
@@ -70,7 +78,7 @@ struct StressChecker {
         return windowProblem(sent, answer)
     }
 
-    private func windowProblem(_ sent: StressOrigin.Served, _ answer: Answer) -> String? {
+    private static func windowProblem(_ sent: StressOrigin.Served, _ answer: Answer) -> String? {
         guard let window = answer.window, !sent.sequences.contains(where: window.contains) else { return nil }
         return "a reload got a body the origin sent before it started (responses \(sent.sequences.suffix(3)), "
             + "the load ran from \(window.lowerBound) to \(window.upperBound))"
