@@ -417,9 +417,9 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
     /// (`UpstreamClient.init`): what follows a transfer's end unless its listener takes it in
     /// place (the engine judging, storing and answering, or a request sent again: long there,
     /// where every session waits, and making a task there deadlocks, Docs/foundation-facts.md,
-    /// L3), and the answer to a challenge
-    /// (corelibs may wait for the work queue in the completion handler: cancelling the task for
-    /// a challenge does). Elsewhere in place, on the session's delegate queue.
+    /// L3), and the answer to a challenge (corelibs may wait for the work queue in the
+    /// completion handler: cancelling the task for a challenge does). Elsewhere in place, on the
+    /// session's delegate queue.
     private func offWorkQueue(_ work: @escaping @Sendable () -> Void) {
         #if canImport(FoundationNetworking)
         DispatchQueue.global().async(execute: work)
