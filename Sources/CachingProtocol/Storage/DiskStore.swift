@@ -175,7 +175,7 @@ final class DiskStore: Sendable {
     /// arrives (`StreamedEntryFile`), with the class of Data Protection the store's files get.
     /// The file is created on its own queue; one that cannot be (the directory is gone or cannot
     /// be written) fails its writes, and nothing is stored from it.
-    func streamedEntryFile(forKey key: String) -> StreamedEntryFile? {
+    func streamedEntryFile(forKey key: String) -> StreamedEntryFile {
         StreamedEntryFile(key: key, path: paths.temporaryFile(in: paths.entries), protection: read(\.fileProtection))
     }
 
