@@ -52,7 +52,8 @@ extension BenchmarkSuite {
 
         for roundTrip in [0.010, 0.050] {
             origin.network = SimulatedNetwork(roundTrip: roundTrip)
-            try measureMixed(direct: direct, layered: layered, hot: hot, roundTrip: roundTrip) { side, round, number in
+            try measureMixed(direct: direct, layered: layered, hot: hot, roundTrip: roundTrip,
+                             fileSystem: FileSystemKind.describe(directory("mixed"))) { side, round, number in
                 origin.url("\(number % 16 == 1 ? "/slow" : "/new")?\(side.rawValue)-\(Int(roundTrip * 1000))-\(round)-\(number)")
             }
         }
@@ -65,7 +66,7 @@ extension BenchmarkSuite {
 
     /// The rounds of one network: `newURL(side, round, number)` for the requests that are not hot.
     private func measureMixed(direct: [URLSession], layered: [URLSession], hot: [URL], roundTrip: Double,
-                              newURL: (MixedSide, Int, Int) -> URL) throws {
+                              fileSystem: String, newURL: (MixedSide, Int, Int) -> URL) throws {
         /// Round `round`'s URLs for `side`: even requests hot, odd ones new, one in sixteen slow.
         func urls(_ side: MixedSide, round: Int, count: Int) -> [URL] {
             (0..<count).map { number in
@@ -112,7 +113,7 @@ extension BenchmarkSuite {
                           percentile(fast[.layered]!, 0.5), percentile(fast[.layered]!, 0.9),
                           percentile(fast[.direct]!, 0.5), percentile(fast[.direct]!, 0.9),
                           percentile(hits, 0.5), percentile(hits, 0.9),
-                          with.user, with.system, without.user, without.system)
+                          with.user, with.system, without.user, without.system) + "; the cache on \(fileSystem)"
         record(BenchmarkResult(name: "mixed load, \(Self.mixedInFlight) in flight over \(Self.mixedSessions) sessions, "
                                    + "\(Int(roundTrip * 1000)) ms away",
                                medianMicroseconds: 1e6 / layeredRate, p99Microseconds: .nan, ratio: ratio,

@@ -19,6 +19,9 @@ final class BenchmarkSmokeTests: LoaderRulesTestCase {
         XCTAssertEqual(memoryHit.target, "≤ 1.10 × floor")
         XCTAssertNotNil(memoryHit.ratio)
         XCTAssertTrue(results.allSatisfy { $0.medianMicroseconds.isFinite && $0.medianMicroseconds > 0 })
+        for mixed in results where mixed.name.hasPrefix("mixed load") {
+            XCTAssertTrue(mixed.note?.contains("; the cache on ") == true, mixed.note ?? "no note")
+        }
 
         let json = try JSONSerialization.jsonObject(with: Data(BenchmarkCommand.jsonReport(results).utf8)) as? [String: Any]
         let entries = try XCTUnwrap(json?["results"] as? [[String: Any]])
