@@ -12,7 +12,8 @@ import LoopbackOrigin
 /// latency of the fast requests is reported for both (and that of the hits alone): hits make a
 /// busy app faster, and a fast request never waits behind another session's slow one. The
 /// process's processor time per request, for each side, says whether the processor or a wait
-/// limits.
+/// limits, and the note names the file system the cache is on (`FileSystemKind`), which decides
+/// what each stored miss's file costs.
 extension BenchmarkSuite {
     /// Sessions of the app, each with its own connections (`httpMaximumConnectionsPerHost` 6).
     static let mixedSessions = 8
