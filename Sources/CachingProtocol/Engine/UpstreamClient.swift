@@ -343,6 +343,20 @@ private struct Transfer {
                             requestDate: requestDate, responseDate: responseDate ?? clock())
     }
 
+    /// The most room reserved ahead for a body from its declared `Content-Length`: a declared
+    /// length is trusted only this far (a false one must not make a huge allocation, which
+    /// fails by trapping); a larger body grows past it as it arrives.
+    static let largestReservation = 64 << 20
+
+    /// Reserves room for a body that declares `length` bytes (no more than the body may be kept
+    /// to, `BodyHandling.keepsUpTo`, nor than `largestReservation`): each piece is then copied
+    /// once as it is kept, not again each time the buffer grows, on the thread that reads the
+    /// transfer.
+    mutating func reserveRoom(forDeclaredLength length: Int64) {
+        guard keepsBody, length > 0, body.isEmpty else { return }
+        body.reserveCapacity(min(Int(clamping: length), handling.keepsUpTo ?? .max, Self.largestReservation))
+    }
+
     func finished(with response: HTTPURLResponse) -> ReceivedResponse {
         ReceivedResponse(head: head(response), body: body,
                          transferSeconds: Double(DispatchTime.now().uptimeNanoseconds - startedAt.uptimeNanoseconds) / 1e9,
@@ -518,12 +532,11 @@ private final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
         guard let arrived, let response = arrived.response else { return completionHandler(.allow) }
         let head = arrived.head(response)
         transfers.withLock { $0[id]?.receivedHead = head }
-        if let listener = arrived.listener {
-            let handling = listener.upstreamDidReceiveHead(head)
-            transfers.withLock { transfers in
-                transfers[id]?.handling = handling
-                if handling.keepsUpTo == 0 { transfers[id]?.keepsBody = false }
-            }
+        let handling = arrived.listener?.upstreamDidReceiveHead(head) ?? arrived.handling
+        transfers.withLock { transfers in
+            transfers[id]?.handling = handling
+            if handling.keepsUpTo == 0 { transfers[id]?.keepsBody = false }
+            transfers[id]?.reserveRoom(forDeclaredLength: response.expectedContentLength)
         }
         completionHandler(.allow)
     }

@@ -111,6 +111,22 @@ final class UpstreamClientTests: LoaderRulesTestCase {
         }
     }
 
+    /// The room kept for a body is reserved from its declared `Content-Length`, which a server
+    /// may make up: the reservation is capped (`Transfer.largestReservation`), so a length of
+    /// terabytes ends as a body cut short, not as an allocation that traps.
+    func testADeclaredLengthOfTerabytesEndsAsAShortBodyNotAHugeAllocation() async throws {
+        origin.handle("/liar") { _ in OriginResponse(status: 200, body: Data("short".utf8), fault: .declaredLength(1 << 42)) }
+        origin.handle("/honest") { _ in OriginResponse(status: 200, body: Data.pattern(1 << 20)) }
+        do {
+            let response = try await send("/liar", wholeBody: false)
+            XCTFail("a body shorter than its Content-Length arrived as whole: \(response.body.count) bytes")
+        } catch {
+            XCTAssertNotNil(error as? URLError, "the transfer's own error: \(error)")
+        }
+        let honest = try await send("/honest", wholeBody: false)
+        XCTAssertEqual(honest.body, Data.pattern(1 << 20), "a body as long as it declares arrives whole")
+    }
+
     func testCancellingAWholeBodyRequestEndsItAsCancelled() async throws {
         origin.handle("/slow") { _ in OriginResponse(status: 200, body: Data("late".utf8), fault: .stall(30)) }
         let answered = expectation(description: "answered")
