@@ -447,6 +447,12 @@ final class OriginCore: Sendable {
         head += "\r\n"
 
         let headBytes = Array(head.utf8)
+        if sendsBody, chunkSize == nil, closeAfterBodyBytes == nil, pacer == nil {
+            // The whole response in one `sendmsg`, the body from its own storage: no copy of it
+            // in this process, whose processors the client under test shares.
+            guard write(headBytes, body: response.body, to: fd) else { return clientLeft(listener) }
+            return !closes
+        }
         var body = sendsBody ? [UInt8](response.body) : []
         if let limit = closeAfterBodyBytes, limit < body.count {
             body.removeSubrange(limit...)
@@ -533,6 +539,29 @@ final class OriginCore: Sendable {
             guard write(Array(bytes[piece.range]), body: pieceBody, to: fd) else { return false }
         }
         return true
+    }
+
+    /// Writes `head`, then `body`, as one stream (`POSIXSocket.sendAll(_:_:_:)`), counting the
+    /// bytes as `write(_:body:to:)` does.
+    private func write(_ head: [UInt8], body: Data, to fd: Int32) -> Bool {
+        state.withLock { s in
+            s.totalBytesSent += head.count + body.count
+            s.bodyBytesSent += body.count
+        }
+        var sent = 0
+        let ok = head.withUnsafeBytes { headBytes in
+            body.withUnsafeBytes { bodyBytes in
+                POSIXSocket.sendAll(fd, headBytes, bodyBytes) { sent += $0 }
+            }
+        }
+        if !ok {
+            let unsentBody = body.count - max(0, min(sent - head.count, body.count))
+            state.withLock { s in
+                s.totalBytesSent = max(0, s.totalBytesSent - (head.count + body.count - sent))
+                s.bodyBytesSent = max(0, s.bodyBytesSent - unsentBody)
+            }
+        }
+        return ok
     }
 
     /// Writes `bytes` in as few `send` calls as the socket allows, counting them, and those of

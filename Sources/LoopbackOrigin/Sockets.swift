@@ -145,10 +145,34 @@ enum POSIXSocket {
     /// Returns false if the peer went away or the socket was shut down.
     @discardableResult
     static func sendAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, progress: (Int) -> Void = { _ in }) -> Bool {
-        guard let base = bytes.baseAddress else { return true }
+        sendAll(fd, bytes, UnsafeRawBufferPointer(start: nil, count: 0), progress: progress)
+    }
+
+    /// Writes all of `first`, then all of `second`, with one `sendmsg` for both while the socket
+    /// takes them (so they leave as one stream of segments, without a copy joining them),
+    /// calling `progress` with the size of every partial write. Returns false if the peer went
+    /// away or the socket was shut down.
+    @discardableResult
+    static func sendAll(_ fd: Int32, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer,
+                        progress: (Int) -> Void = { _ in }) -> Bool {
+        let parts = [first, second].filter { $0.count > 0 }
         var offset = 0
-        while offset < bytes.count {
-            let written = send(fd, base + offset, bytes.count - offset, sendFlags)
+        let total = parts.reduce(0) { $0 + $1.count }
+        while offset < total {
+            var skipped = 0
+            var vectors: [iovec] = []
+            for part in parts {
+                defer { skipped += part.count }
+                guard offset < skipped + part.count, let base = part.baseAddress else { continue }
+                let start = max(0, offset - skipped)
+                vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base + start), iov_len: part.count - start))
+            }
+            let written = vectors.withUnsafeMutableBufferPointer { buffer -> Int in
+                var message = msghdr()
+                message.msg_iov = buffer.baseAddress
+                message.msg_iovlen = numericCast(buffer.count)
+                return sendmsg(fd, &message, sendFlags)
+            }
             if written < 0 {
                 if errno == EINTR { continue }
                 return false

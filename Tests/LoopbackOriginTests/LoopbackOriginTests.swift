@@ -237,6 +237,25 @@ final class LoopbackOriginTests: XCTestCase {
         XCTAssertEqual(Data(try connection.readResponse().body), payload)
     }
 
+    /// A body larger than the socket's buffers, sent from its own storage in one message with
+    /// the head (`POSIXSocket.sendAll(_:_:_:)`): every byte arrives once, in order, after the
+    /// head, on a connection that stays usable, and the counters say so.
+    func testALargeBodyArrivesWholeAfterItsHeadAndIsCounted() throws {
+        let origin = try LoopbackOrigin()
+        let payload = Data((0..<(12 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 12) })
+        origin.handle("/large") { _ in OriginResponse(body: payload) }
+
+        let connection = try RawConnection(port: origin.port)
+        try connection.send("GET /large HTTP/1.1\r\nHost: x\r\n\r\nGET /large HTTP/1.1\r\nHost: x\r\n\r\n")
+        for _ in 0..<2 {
+            let raw = try connection.readResponse()
+            XCTAssertEqual(raw.header("Content-Length"), String(payload.count))
+            XCTAssertTrue(Data(raw.body) == payload, "the body arrived changed")
+        }
+        XCTAssertEqual(origin.bodyBytesSent, 2 * payload.count)
+        XCTAssertGreaterThan(origin.totalBytesSent, 2 * payload.count)
+    }
+
     func testHeadAnd304And204NeverCarryABody() throws {
         let origin = try LoopbackOrigin()
         origin.handle("/h") { request in
