@@ -450,7 +450,12 @@ final class OriginCore: Sendable {
         if sendsBody, chunkSize == nil, closeAfterBodyBytes == nil, pacer == nil {
             // The whole response in one `sendmsg`, the body from its own storage: no copy of it
             // in this process, whose processors the client under test shares.
-            guard write(headBytes, body: response.body, to: fd) else { return clientLeft(listener) }
+            let written = headBytes.withUnsafeBytes { head in
+                response.body.withUnsafeBytes { body in
+                    write(head, body, body: head.count..<(head.count + body.count), to: fd)
+                }
+            }
+            guard written else { return clientLeft(listener) }
             return !closes
         }
         var body = sendsBody ? [UInt8](response.body) : []
@@ -541,46 +546,29 @@ final class OriginCore: Sendable {
         return true
     }
 
-    /// Writes `head`, then `body`, as one stream (`POSIXSocket.sendAll(_:_:_:)`), counting the
-    /// bytes as `write(_:body:to:)` does.
-    private func write(_ head: [UInt8], body: Data, to fd: Int32) -> Bool {
-        state.withLock { s in
-            s.totalBytesSent += head.count + body.count
-            s.bodyBytesSent += body.count
-        }
-        var sent = 0
-        let ok = head.withUnsafeBytes { headBytes in
-            body.withUnsafeBytes { bodyBytes in
-                POSIXSocket.sendAll(fd, headBytes, bodyBytes) { sent += $0 }
-            }
-        }
-        if !ok {
-            let unsentBody = body.count - max(0, min(sent - head.count, body.count))
-            state.withLock { s in
-                s.totalBytesSent = max(0, s.totalBytesSent - (head.count + body.count - sent))
-                s.bodyBytesSent = max(0, s.bodyBytesSent - unsentBody)
-            }
-        }
-        return ok
+    /// Writes `bytes`, counting them as `write(_:_:body:to:)` does.
+    private func write(_ bytes: [UInt8], body: Range<Int>, to fd: Int32) -> Bool {
+        bytes.withUnsafeBytes { write($0, UnsafeRawBufferPointer(start: nil, count: 0), body: body, to: fd) }
     }
 
-    /// Writes `bytes` in as few `send` calls as the socket allows, counting them, and those of
-    /// them inside `body`, in the byte counters. The counters are raised before the write, so a
+    /// Writes `first`, then `second`, as one stream in as few calls as the socket allows
+    /// (`POSIXSocket.sendAll(_:_:_:)`), counting them, and those of them inside `body` (a range of
+    /// the two joined), in the byte counters. The counters are raised before the write, so a
     /// client that has read the response never sees them lag; what a failed write did not send
     /// is taken off again.
-    private func write(_ bytes: [UInt8], body: Range<Int>, to fd: Int32) -> Bool {
+    private func write(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer, body: Range<Int>,
+                       to fd: Int32) -> Bool {
+        let total = first.count + second.count
         state.withLock { s in
-            s.totalBytesSent += bytes.count
+            s.totalBytesSent += total
             s.bodyBytesSent += body.count
         }
         var sent = 0
-        let ok = bytes.withUnsafeBytes { raw in
-            POSIXSocket.sendAll(fd, raw) { sent += $0 }
-        }
+        let ok = POSIXSocket.sendAll(fd, first, second) { sent += $0 }
         if !ok {
             let unsentBody = body.upperBound - max(body.lowerBound, min(sent, body.upperBound))
             state.withLock { s in
-                s.totalBytesSent = max(0, s.totalBytesSent - (bytes.count - sent))
+                s.totalBytesSent = max(0, s.totalBytesSent - (total - sent))
                 s.bodyBytesSent = max(0, s.bodyBytesSent - unsentBody)
             }
         }

@@ -141,13 +141,6 @@ enum POSIXSocket {
         return fd
     }
 
-    /// Writes all of `bytes`, calling `progress` with the size of every partial write.
-    /// Returns false if the peer went away or the socket was shut down.
-    @discardableResult
-    static func sendAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, progress: (Int) -> Void = { _ in }) -> Bool {
-        sendAll(fd, bytes, UnsafeRawBufferPointer(start: nil, count: 0), progress: progress)
-    }
-
     /// Writes all of `first`, then all of `second`, with one `sendmsg` for both while the socket
     /// takes them (so they leave as one stream of segments, without a copy joining them),
     /// calling `progress` with the size of every partial write. Returns false if the peer went
