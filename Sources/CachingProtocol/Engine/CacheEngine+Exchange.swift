@@ -307,10 +307,12 @@ final class ExchangeListener: UpstreamListener {
         /// Those of them that need nothing more than the pieces (`Load.needsWholeBody` false),
         /// by their handles.
         var takingPiecesOnly: Set<ObjectIdentifier> = []
-        /// The file the body of the response goes to as it arrives, while it may be stored, and
-        /// the most bytes it may take (`RecordStore.maximumEntrySize`).
+        /// The file the body of the response goes to as it arrives, while it may be stored, the
+        /// most bytes it may take (`RecordStore.maximumEntrySize`), and whether the body is kept
+        /// whole in memory as well (`StreamedEntryFile.append(_:bodyIsKept:)`).
         var bodyFile: StreamedEntryFile?
         var bodyFileLimit = 0
+        var bodyIsKept = false
         /// The body bytes relayed to them.
         var relayedBytes = 0
     }
@@ -428,11 +430,15 @@ final class ExchangeListener: UpstreamListener {
         let mayBeStored = status?.stored == true
         // A part is combined with what is stored; a response that sets a cookie stays in memory.
         var bodyFile: StreamedEntryFile?
+        // The body is kept whole while a load needs it whole (below): its pieces then need not
+        // hold the transfer back for the disk.
+        let keepsWholeBody = waiters.isEmpty || waiters.contains(where: \.load.needsWholeBody)
         if largeBody, mayBeStored, head.status != 206, !CachingPolicy.isKeptInMemoryOnly(head.headers) {
             bodyFile = engine.store.streamedEntryFile(forKey: request.key)
             state.withLock { state in
                 state.bodyFile = bodyFile
                 state.bodyFileLimit = context.maximumEntrySize
+                state.bodyIsKept = keepsWholeBody
             }
         }
         guard !waiters.isEmpty, let status else {
@@ -449,7 +455,7 @@ final class ExchangeListener: UpstreamListener {
             waiter.load.client.receiveHead(marked)
         }
         if bodyFile != nil {
-            return BodyHandling(relays: true, keepsUpTo: waiters.contains(where: \.load.needsWholeBody) ? nil : 0)
+            return BodyHandling(relays: true, keepsUpTo: keepsWholeBody ? nil : 0)
         }
         if mayBeStored {
             return BodyHandling(relays: true, keepsUpTo: context.maximumEntrySize)
@@ -458,9 +464,9 @@ final class ExchangeListener: UpstreamListener {
     }
 
     func upstreamDidReceiveBody(_ data: Data) {
-        let (loads, file, limit) = state.withLock { state in
+        let (loads, file, limit, bodyIsKept) = state.withLock { state in
             state.relayedBytes += data.count
-            return (state.streamingTo, state.bodyFile, state.bodyFileLimit)
+            return (state.streamingTo, state.bodyFile, state.bodyFileLimit, state.bodyIsKept)
         }
         for load in loads { load.client.receiveChunk(data) }
         guard let file else { return }
@@ -472,7 +478,7 @@ final class ExchangeListener: UpstreamListener {
             _ = stopsKeepingBody()
             return
         }
-        file.append(data)
+        file.append(data, bodyIsKept: bodyIsKept)
     }
 
     /// The body grew past `maximumEntrySize`: it will not be stored.

@@ -23,13 +23,29 @@ import Darwin
 /// the file system decides — would hold up every session's work. A file that cannot be created
 /// is a failed write: nothing is stored from it (`finish` throws).
 ///
+/// A body that is kept whole in memory for its answer anyway (a completion handler's, an `async`
+/// call's) is not held back for the disk: its pieces wait for the writes in memory, within
+/// `largestBacklog` for the process, so the answer comes at the network's pace and the entry
+/// reaches the disk at the disk's. A body that is only handed on piece by piece goes at the
+/// disk's pace past `maximumPendingBytes`, so that memory stays bounded.
+///
 /// Threading: `append` is called by one thread at a time, in the body's order (the transfer's
 /// callbacks); every other member from any thread. The file's creation and the writes run on
 /// the file's serial queue.
 final class StreamedEntryFile: Sendable {
+    /// How the pieces reach the file: `FileIO.writeAll(_:_:at:path:)`; tests stand in a disk
+    /// that stalls.
+    typealias WritePieces = @Sendable (_ descriptor: Int32, _ pieces: [Data], _ offset: Int, _ path: String) throws -> Void
+
     /// The most bytes handed to `append` and not yet written. Past it `append` waits for the
-    /// disk: the transfer goes at the disk's pace rather than memory growing.
+    /// disk (the transfer goes at the disk's pace rather than memory growing), unless the body
+    /// is kept whole in memory anyway and the process's backlog has room.
     static let maximumPendingBytes = 2 << 20
+    /// The most bytes of kept bodies (`append(_:bodyIsKept:)`) past `maximumPendingBytes` that
+    /// wait for the disk, over every file of the process: past it their appends wait too.
+    static let largestBacklog = 64 << 20
+    /// The bytes counted against `largestBacklog` now.
+    private static let backlog = Locked(0)
     /// The bytes gathered before the writes start: one wake-up of the file's queue per batch
     /// rather than per piece (a piece is 16 KB at most on Linux).
     static let batchBytes = 256 << 10
@@ -41,6 +57,7 @@ final class StreamedEntryFile: Sendable {
     /// Where the body begins: after the header.
     private let bodyOffset: Int
     private let queue = DispatchQueue(label: "CachingProtocol.StreamedEntryFile", qos: .utility)
+    private let writePieces: WritePieces
     private let state = Locked(State())
     /// Signalled when written bytes make room for an `append` that waits.
     private let room = DispatchSemaphore(value: 0)
@@ -54,6 +71,8 @@ final class StreamedEntryFile: Sendable {
         var pending: [Data] = []
         /// Bytes appended and not yet written (taken or not).
         var unwritten = 0
+        /// Of them, those counted against the process's `largestBacklog`.
+        var backlogged = 0
         /// A run of the writes is queued or running.
         var writing = false
         var appenderWaits = false
@@ -75,16 +94,20 @@ final class StreamedEntryFile: Sendable {
     }
 
     /// A file for `key`'s record at the temporary path `path` (mode 0600, with `protection`),
-    /// created on the file's queue at once, while the caller goes on.
-    init(key: String, path: String, protection: CachingFileProtection) {
+    /// created on the file's queue at once, while the caller goes on; its pieces are written
+    /// with `writePieces`.
+    init(key: String, path: String, protection: CachingFileProtection,
+         writePieces: @escaping WritePieces = { try FileIO.writeAll($0, $1, at: $2, path: $3) }) {
         self.key = key
         self.path = path
+        self.writePieces = writePieces
         bodyOffset = EntryCodec.headerSize(forKey: key)
         queue.async { self.create(protection) }
     }
 
     deinit {
-        let (descriptor, fate) = state.withLock { ($0.descriptor, $0.fate) }
+        let (descriptor, fate, backlogged) = state.withLock { ($0.descriptor, $0.fate, $0.backlogged) }
+        Self.release(backlogged)
         if descriptor >= 0 { close(descriptor) }
         if descriptor >= 0, fate == .open {
             // Neither kept nor discarded: nobody stores it. Deleted off this thread, which may
@@ -112,10 +135,12 @@ final class StreamedEntryFile: Sendable {
     /// Body bytes handed to `append` so far.
     var appendedBytes: Int { state.withLock { $0.appended } }
 
-    /// Writes `data` after the bytes appended before, on the file's queue; waits while more than
-    /// `maximumPendingBytes` are not written yet. After a failed write, or once discarded, it
-    /// does nothing (`finish` then throws the failure).
-    func append(_ data: Data) {
+    /// Writes `data` after the bytes appended before, on the file's queue. Past
+    /// `maximumPendingBytes` not written yet it waits for the writes, unless `bodyIsKept` (the
+    /// whole body is kept in memory for its answer anyway) and the process's backlog takes
+    /// `data` (`largestBacklog`). After a failed write, or once discarded, it does nothing
+    /// (`finish` then throws the failure).
+    func append(_ data: Data, bodyIsKept: Bool) {
         guard !data.isEmpty else { return }
         let (start, wait) = state.withLock { state -> (Bool, Bool) in
             guard state.failure == nil, state.fate == .open else { return (false, false) }
@@ -124,48 +149,75 @@ final class StreamedEntryFile: Sendable {
             state.appended += data.count
             let start = !state.writing && state.unwritten >= Self.batchBytes
             if start { state.writing = true }
-            state.appenderWaits = state.unwritten > Self.maximumPendingBytes
+            let over = state.unwritten > Self.maximumPendingBytes
+            if over, bodyIsKept, Self.admitToBacklog(data.count) {
+                state.backlogged += data.count
+            } else {
+                state.appenderWaits = over
+            }
             return (start, state.appenderWaits)
         }
         if start { queue.async { self.writePending() } }
         if wait { room.wait() }
     }
 
+    /// Counts `count` bytes against `largestBacklog` if they fit.
+    private static func admitToBacklog(_ count: Int) -> Bool {
+        backlog.withLock { total in
+            guard total + count <= largestBacklog else { return false }
+            total += count
+            return true
+        }
+    }
+
+    private static func release(_ count: Int) {
+        if count > 0 { backlog.withLock { $0 -= count } }
+    }
+
     /// Writes what was appended until nothing is left (on the file's queue), the pieces taken
     /// at once in one write.
     private func writePending() {
         while true {
+            var dropped = 0
             let taken = state.withLock { state -> (pieces: [Data], descriptor: Int32, offset: Int, checksum: StableHash.Streaming)? in
                 guard !state.pending.isEmpty, state.failure == nil, state.fate == .open else {
                     state.writing = false
                     state.pending = []
                     state.unwritten = 0
+                    swap(&dropped, &state.backlogged)
                     return nil
                 }
                 defer { state.pending = [] }
                 return (state.pending, state.descriptor, bodyOffset + state.written, state.checksum)
             }
-            guard let taken else { return releaseAppender() }
+            guard let taken else {
+                Self.release(dropped)
+                return releaseAppender()
+            }
             var (pieces, checksum) = (taken.pieces, taken.checksum)
             let offset = taken.offset
             let total = pieces.reduce(0) { $0 + $1.count }
             var failure: Error?
             do {
-                try FileIO.writeAll(taken.descriptor, pieces, at: offset, path: path)
+                try writePieces(taken.descriptor, pieces, offset, path)
                 for piece in pieces { checksum.combine(piece) }
             } catch {
                 failure = error
             }
             pieces = []
-            let wakes = state.withLock { state -> Bool in
+            let (wakes, released) = state.withLock { state -> (Bool, Int) in
                 if failure == nil { state.written += total }
                 state.checksum = checksum
                 state.unwritten -= total
+                // The oldest bytes were written: the backlog gives back as many of the file's.
+                let released = min(state.backlogged, total)
+                state.backlogged -= released
                 if let failure, state.failure == nil { state.failure = failure }
-                guard state.appenderWaits, state.unwritten <= Self.maximumPendingBytes || state.failure != nil else { return false }
+                guard state.appenderWaits, state.unwritten <= Self.maximumPendingBytes || state.failure != nil else { return (false, released) }
                 state.appenderWaits = false
-                return true
+                return (true, released)
             }
+            Self.release(released)
             if wakes { room.signal() }
         }
     }
@@ -229,13 +281,17 @@ final class StreamedEntryFile: Sendable {
     /// file), so that a failure the app sees leaves no file behind. A file not created yet is
     /// waited for (its creation deletes it).
     func discard() {
-        let (discards, created, waits) = state.withLock { state -> (Bool, Bool, Bool) in
-            guard state.fate == .open else { return (false, false, false) }
+        let (discards, created, waits, backlogged) = state.withLock { state -> (Bool, Bool, Bool, Int) in
+            guard state.fate == .open else { return (false, false, false, 0) }
             state.fate = .discarded
             state.pending = []
-            defer { state.appenderWaits = false }
-            return (true, state.created, state.appenderWaits)
+            defer {
+                state.appenderWaits = false
+                state.backlogged = 0
+            }
+            return (true, state.created, state.appenderWaits, state.backlogged)
         }
+        Self.release(backlogged)
         if waits { room.signal() }
         guard discards else { return }
         if created { unlink(path) } else { queue.sync {} }

@@ -164,9 +164,12 @@ final class FakeStore: RecordStore, @unchecked Sendable {
     /// It reads no file; it waits only while `isBacklogged`.
     func storesWithoutWaiting(forKey key: String) -> Bool { !isBacklogged.withLock { $0 } }
 
-    /// Keeps no files: every body is collected in memory.
-    func writesAsItArrives(bodyOfLength length: Int?) -> Bool { false }
-    func streamedEntryFile(forKey key: String) -> StreamedEntryFile? { nil }
+    /// Makes the files bodies go to as they arrive; nil (the default): it keeps no files, and
+    /// every body is collected in memory.
+    let makesStreamedFile = Locked<(@Sendable (String) -> StreamedEntryFile)?>(nil)
+
+    func writesAsItArrives(bodyOfLength length: Int?) -> Bool { makesStreamedFile.withLock { $0 != nil } }
+    func streamedEntryFile(forKey key: String) -> StreamedEntryFile? { makesStreamedFile.withLock { $0 }?(key) }
 
     /// What each `storeVariant` was told of waiting for a disk that is behind, in order.
     let waitsIfBehind = Locked<[Bool]>([])
@@ -255,6 +258,12 @@ final class RecordingLoadClient: LoadClient, @unchecked Sendable {
     /// The body of a redirect answer (`Answer.redirect`), if that was the answer.
     var redirectBody: Data? {
         guard case .redirect(_, let body, _)? = state.withLock({ $0.answer }) else { return nil }
+        return body
+    }
+
+    /// The body of a response answer, if that was the answer.
+    var body: Data? {
+        guard case .response(_, let body)? = state.withLock({ $0.answer }) else { return nil }
         return body
     }
 

@@ -22,12 +22,12 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
     }
 
     /// Appends `body` in pieces of uneven sizes, as a transfer hands them over.
-    private func append(_ body: Data, to file: StreamedEntryFile) {
+    private func append(_ body: Data, to file: StreamedEntryFile, bodyIsKept: Bool = false) {
         var start = 0
         var size = 1
         while start < body.count {
             let end = min(body.count, start + size)
-            file.append(body[start..<end])
+            file.append(body[start..<end], bodyIsKept: bodyIsKept)
             start = end
             size = size * 3 % 40_000 + 7
         }
@@ -35,17 +35,7 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
 
     /// Waits (without sleeping) until `condition` holds.
     private func waitUntil(_ description: String, _ condition: @escaping @Sendable () -> Bool) {
-        let met = expectation(description: description)
-        let fulfilled = Locked(false)
-        let timer = DispatchSource.makeTimerSource(queue: .global())
-        timer.setEventHandler {
-            guard condition(), fulfilled.withLock({ let first = !$0; $0 = true; return first }) else { return }
-            met.fulfill()
-        }
-        timer.schedule(deadline: .now(), repeating: .milliseconds(1))
-        timer.resume()
-        wait(for: [met], timeout: 10)
-        timer.cancel()
+        wait(for: [ConditionExpectation(description, condition)], timeout: 10)
     }
 
     func testABodyWrittenAsItArrivesBecomesTheEntryFileTheStoreWouldHaveWritten() throws {
@@ -77,7 +67,7 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
         let discarded = store.streamedEntryFile(forKey: "GET https://example.com/a")
         append(Data.pattern(300_000), to: discarded)
         var abandoned: StreamedEntryFile? = store.streamedEntryFile(forKey: "GET https://example.com/b")
-        abandoned?.append(Data.pattern(1_000))
+        abandoned?.append(Data.pattern(1_000), bodyIsKept: false)
         let directory = cacheDirectory()
         waitUntil("both files are created") { Self.temporaryFiles(in: directory).count == 2 }
         // When one is discarded (a body cut short, or one grown past the largest entry), and the
@@ -163,10 +153,104 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
         // be queued (a transfer cut at once, a body past the largest entry from its first piece)
         for number in 0..<200 {
             let file = store.streamedEntryFile(forKey: "GET https://example.com/\(number)")
-            if number.isMultiple(of: 2) { file.append(Data.pattern(1_000)) }
+            if number.isMultiple(of: 2) { file.append(Data.pattern(1_000), bodyIsKept: false) }
             file.discard()
             // Then no file is left once `discard` returns
             XCTAssertEqual(temporaryFiles(), [], "file \(number)")
+        }
+    }
+
+    // MARK: A disk slower than the network
+
+    /// Appends `pieces` on another thread, as a transfer's callbacks do; both expectations are
+    /// fulfilled once every `append` returned (each may be waited for once: the first to see
+    /// that they did not yet).
+    private func appendElsewhere(_ pieces: [Data], to file: StreamedEntryFile, bodyIsKept: Bool)
+        -> (early: XCTestExpectation, appended: XCTestExpectation) {
+        let (early, appended) = (XCTestExpectation(description: "every append returned early"),
+                                 XCTestExpectation(description: "every append returned"))
+        DispatchQueue.global().async {
+            for piece in pieces { file.append(piece, bodyIsKept: bodyIsKept) }
+            early.fulfill()
+            appended.fulfill()
+        }
+        return (early, appended)
+    }
+
+    /// `body` in pieces of 16 KB, what corelibs hands over.
+    private func pieces(of body: Data) -> [Data] {
+        stride(from: 0, to: body.count, by: 16 << 10).map { body[$0..<min(body.count, $0 + (16 << 10))] }
+    }
+
+    private func entriesDirectory() throws -> URL {
+        let entries = cacheDirectory().appendingPathComponent("entries")
+        try FileManager.default.createDirectory(at: entries, withIntermediateDirectories: true)
+        return entries
+    }
+
+    func testABodyKeptWholeInMemoryIsNotHeldBackByADiskThatStalls() throws {
+        // Given a disk that takes nothing for now, and a body kept whole for its answer anyway
+        let disk = StalledDisk()
+        defer { disk.release() }
+        let file = disk.file(forKey: "GET https://example.com/kept", in: try entriesDirectory())
+        defer { file.discard() }
+        let body = Data.pattern(6 << 20, seed: 5)
+        // When all of it arrives
+        let (_, appended) = appendElsewhere(pieces(of: body), to: file, bodyIsKept: true)
+        // Then every piece was taken without waiting for the disk
+        wait(for: [appended], timeout: 10)
+        XCTAssertEqual(file.appendedBytes, body.count)
+        // And once the disk takes them, the file holds the body byte for byte
+        disk.release()
+        XCTAssertEqual(try file.readBody(), body)
+    }
+
+    func testABodyOnlyHandedOnWaitsForADiskThatStallsPastTheBound() throws {
+        // Given a disk that takes nothing for now, and a body the app takes piece by piece
+        let disk = StalledDisk()
+        defer { disk.release() }
+        let file = disk.file(forKey: "GET https://example.com/handed-on", in: try entriesDirectory())
+        defer { file.discard() }
+        let body = Data.pattern(6 << 20, seed: 6)
+        // When it arrives
+        let (early, appended) = appendElsewhere(pieces(of: body), to: file, bodyIsKept: false)
+        // Then the transfer waits once the bytes not yet written pass the bound: memory stays
+        // bounded, and the transfer goes at the disk's pace
+        let bound = StreamedEntryFile.maximumPendingBytes
+        waitUntil("the bound reached") { file.appendedBytes > bound }
+        XCTAssertEqual(XCTWaiter().wait(for: [early], timeout: 0.3), .timedOut, "an append waits for the disk")
+        XCTAssertEqual(file.appendedBytes, bound + (16 << 10), "it stopped at the first piece past the bound")
+        // And goes on once the disk takes the bytes, the file holding the body byte for byte
+        disk.release()
+        wait(for: [appended], timeout: 10)
+        XCTAssertEqual(try file.readBody(), body)
+    }
+
+    func testKeptBodiesWaitForTheDiskOnceTheProcesssBacklogIsFull() throws {
+        // Given a disk that takes nothing for now, and a kept body larger than the backlog the
+        // process allows (one 1 MB piece handed over again and again: the pieces share it)
+        let disk = StalledDisk()
+        defer { disk.release() }
+        let file = disk.file(forKey: "GET https://example.com/backlog", in: try entriesDirectory())
+        defer { file.discard() }
+        let piece = Data.pattern(1 << 20, seed: 7)
+        let (bound, backlog) = (StreamedEntryFile.maximumPendingBytes, StreamedEntryFile.largestBacklog)
+        let count = (bound + backlog) / piece.count + 4
+        // When it arrives
+        let (early, appended) = appendElsewhere(Array(repeating: piece, count: count), to: file, bodyIsKept: true)
+        // Then the pieces past the bound wait in memory up to the backlog, and then the transfer
+        // waits for the disk
+        let stop = bound + backlog + piece.count
+        waitUntil("the backlog filled") { file.appendedBytes >= stop }
+        XCTAssertEqual(XCTWaiter().wait(for: [early], timeout: 0.3), .timedOut, "an append waits for the disk")
+        XCTAssertEqual(file.appendedBytes, stop, "it stopped at the first piece past the backlog")
+        // And goes on once the disk takes the bytes, every piece in the file in order
+        disk.release()
+        wait(for: [appended], timeout: 30)
+        let written = try file.readBody()
+        XCTAssertEqual(written.count, count * piece.count)
+        for index in 0..<count {
+            XCTAssertEqual(written[(index * piece.count)..<((index + 1) * piece.count)], piece, "piece \(index)")
         }
     }
 }

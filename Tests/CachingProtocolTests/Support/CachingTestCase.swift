@@ -169,17 +169,7 @@ class CachingTestCase: LoaderRulesTestCase {
     /// Waits until `condition` holds, checking it every millisecond on a timer (no thread
     /// sleeps; `XCTNSPredicateExpectation` is not evaluated while an `async` test waits on Linux).
     func waitUntil(_ description: String, timeout: TimeInterval = 10, _ condition: @escaping @Sendable () -> Bool) async {
-        let met = XCTestExpectation(description: description)
-        let timer = DispatchSource.makeTimerSource(queue: .global())
-        let fulfilled = Locked(false)
-        timer.setEventHandler {
-            guard condition(), fulfilled.withLock({ let first = !$0; $0 = true; return first }) else { return }
-            met.fulfill()
-        }
-        timer.schedule(deadline: .now(), repeating: .milliseconds(1))
-        timer.resume()
-        await fulfillment(of: [met], timeout: timeout)
-        timer.cancel()
+        await fulfillment(of: [ConditionExpectation(description, condition)], timeout: timeout)
     }
 
     // MARK: Origin log
