@@ -188,12 +188,34 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
         return entries
     }
 
+    /// A file for a GET of `path` whose writes stall until the returned disk is released; the
+    /// disk is released and the file discarded when the test ends.
+    private func fileOnAStalledDisk(_ path: String) throws -> (disk: StalledDisk, file: StreamedEntryFile) {
+        let disk = StalledDisk()
+        let file = disk.file(forKey: "GET https://example.com\(path)", in: try entriesDirectory())
+        addTeardownBlock {
+            disk.release()
+            file.discard()
+        }
+        return (disk, file)
+    }
+
+    /// The appends (`appendElsewhere`) stop once `file` took `stop` bytes and wait there for the
+    /// disk; once it is released, they go on to the end.
+    private func assertTheAppendsWait(at stop: Int, _ file: StreamedEntryFile, for disk: StalledDisk,
+                                      _ appending: (early: XCTestExpectation, appended: XCTestExpectation),
+                                      file path: StaticString = #filePath, line: UInt = #line) {
+        waitUntil("\(stop) bytes appended") { file.appendedBytes >= stop }
+        XCTAssertEqual(XCTWaiter().wait(for: [appending.early], timeout: 0.3), .timedOut, "an append waits for the disk",
+                       file: path, line: line)
+        XCTAssertEqual(file.appendedBytes, stop, "the appends stopped there", file: path, line: line)
+        disk.release()
+        wait(for: [appending.appended], timeout: 30)
+    }
+
     func testABodyKeptWholeInMemoryIsNotHeldBackByADiskThatStalls() throws {
         // Given a disk that takes nothing for now, and a body kept whole for its answer anyway
-        let disk = StalledDisk()
-        defer { disk.release() }
-        let file = disk.file(forKey: "GET https://example.com/kept", in: try entriesDirectory())
-        defer { file.discard() }
+        let (disk, file) = try fileOnAStalledDisk("/kept")
         let body = Data.pattern(6 << 20, seed: 5)
         // When all of it arrives
         let (_, appended) = appendElsewhere(pieces(of: body), to: file, bodyIsKept: true)
@@ -207,46 +229,30 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
 
     func testABodyOnlyHandedOnWaitsForADiskThatStallsPastTheBound() throws {
         // Given a disk that takes nothing for now, and a body the app takes piece by piece
-        let disk = StalledDisk()
-        defer { disk.release() }
-        let file = disk.file(forKey: "GET https://example.com/handed-on", in: try entriesDirectory())
-        defer { file.discard() }
+        let (disk, file) = try fileOnAStalledDisk("/handed-on")
         let body = Data.pattern(6 << 20, seed: 6)
         // When it arrives
-        let (early, appended) = appendElsewhere(pieces(of: body), to: file, bodyIsKept: false)
-        // Then the transfer waits once the bytes not yet written pass the bound: memory stays
-        // bounded, and the transfer goes at the disk's pace
-        let bound = StreamedEntryFile.maximumPendingBytes
-        waitUntil("the bound reached") { file.appendedBytes > bound }
-        XCTAssertEqual(XCTWaiter().wait(for: [early], timeout: 0.3), .timedOut, "an append waits for the disk")
-        XCTAssertEqual(file.appendedBytes, bound + (16 << 10), "it stopped at the first piece past the bound")
-        // And goes on once the disk takes the bytes, the file holding the body byte for byte
-        disk.release()
-        wait(for: [appended], timeout: 10)
+        let appending = appendElsewhere(pieces(of: body), to: file, bodyIsKept: false)
+        // Then the transfer waits at the first piece past the bound (memory stays bounded, and
+        // the transfer goes at the disk's pace), and goes on once the disk takes the bytes
+        assertTheAppendsWait(at: StreamedEntryFile.maximumPendingBytes + (16 << 10), file, for: disk, appending)
+        // And the file holds the body byte for byte
         XCTAssertEqual(try file.readBody(), body)
     }
 
     func testKeptBodiesWaitForTheDiskOnceTheProcesssBacklogIsFull() throws {
         // Given a disk that takes nothing for now, and a kept body larger than the backlog the
         // process allows (one 1 MB piece handed over again and again: the pieces share it)
-        let disk = StalledDisk()
-        defer { disk.release() }
-        let file = disk.file(forKey: "GET https://example.com/backlog", in: try entriesDirectory())
-        defer { file.discard() }
+        let (disk, file) = try fileOnAStalledDisk("/backlog")
         let piece = Data.pattern(1 << 20, seed: 7)
         let (bound, backlog) = (StreamedEntryFile.maximumPendingBytes, StreamedEntryFile.largestBacklog)
         let count = (bound + backlog) / piece.count + 4
         // When it arrives
-        let (early, appended) = appendElsewhere(Array(repeating: piece, count: count), to: file, bodyIsKept: true)
-        // Then the pieces past the bound wait in memory up to the backlog, and then the transfer
-        // waits for the disk
-        let stop = bound + backlog + piece.count
-        waitUntil("the backlog filled") { file.appendedBytes >= stop }
-        XCTAssertEqual(XCTWaiter().wait(for: [early], timeout: 0.3), .timedOut, "an append waits for the disk")
-        XCTAssertEqual(file.appendedBytes, stop, "it stopped at the first piece past the backlog")
-        // And goes on once the disk takes the bytes, every piece in the file in order
-        disk.release()
-        wait(for: [appended], timeout: 30)
+        let appending = appendElsewhere(Array(repeating: piece, count: count), to: file, bodyIsKept: true)
+        // Then the pieces past the bound wait in memory up to the backlog, the transfer waits for
+        // the disk at the first piece past it, and goes on once the disk takes the bytes
+        assertTheAppendsWait(at: bound + backlog + piece.count, file, for: disk, appending)
+        // And every piece is in the file, in order
         let written = try file.readBody()
         XCTAssertEqual(written.count, count * piece.count)
         for index in 0..<count {
