@@ -188,15 +188,24 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
         return entries
     }
 
+    /// The files `fileOnAStalledDisk` made in this test, with their disks.
+    private var stalledFiles: [(disk: StalledDisk, file: StreamedEntryFile)] = []
+
+    override func tearDownWithError() throws {
+        for (disk, file) in stalledFiles {
+            disk.release()
+            file.discard()
+        }
+        stalledFiles = []
+        try super.tearDownWithError()
+    }
+
     /// A file for a GET of `path` whose writes stall until the returned disk is released; the
     /// disk is released and the file discarded when the test ends.
     private func fileOnAStalledDisk(_ path: String) throws -> (disk: StalledDisk, file: StreamedEntryFile) {
         let disk = StalledDisk()
         let file = disk.file(forKey: "GET https://example.com\(path)", in: try entriesDirectory())
-        addTeardownBlock {
-            disk.release()
-            file.discard()
-        }
+        stalledFiles.append((disk, file))
         return (disk, file)
     }
 
