@@ -54,19 +54,10 @@ final class StreamedBodyPaceTests: EngineTestCase {
     }
 
     /// Hands the body to request 0's listener in pieces of 16 KB on another thread, as the
-    /// upstream session's callbacks do; both expectations are fulfilled once every piece was
-    /// taken (each may be waited for once: the first to see that it is not yet).
-    private func sendBodyElsewhere() -> (early: XCTestExpectation, sent: XCTestExpectation) {
-        let (early, sent) = (XCTestExpectation(description: "every piece taken early"), XCTestExpectation(description: "every piece taken"))
-        let (upstream, body) = (upstream!, body)
-        DispatchQueue.global().async {
-            for start in stride(from: 0, to: body.count, by: 16 << 10) {
-                upstream.sendBody(0, body[start..<min(body.count, start + (16 << 10))])
-            }
-            early.fulfill()
-            sent.fulfill()
-        }
-        return (early, sent)
+    /// upstream session's callbacks do.
+    private func sendBodyElsewhere() -> BackgroundWork {
+        let (upstream, pieces) = (upstream!, body.pieces(of: 16 << 10))
+        return BackgroundWork { for piece in pieces { upstream.sendBody(0, piece) } }
     }
 
     func testABodyALoadNeedsWholeIsNotHeldBackByADiskThatStalls() throws {
@@ -75,9 +66,9 @@ final class StreamedBodyPaceTests: EngineTestCase {
         // When a large storable body arrives
         let handling = upstream.sendHead(0, status: 200, headers: headers)
         XCTAssertEqual(handling, BodyHandling(relays: true, keepsUpTo: nil), "kept whole, and written to a file")
-        let (_, sent) = sendBodyElsewhere()
+        let sending = sendBodyElsewhere()
         // Then every piece is taken at once, and the load is answered, while nothing is written
-        wait(for: [sent], timeout: 10)
+        wait(for: [sending.done], timeout: 10)
         upstream.respond(0, status: 200, headers: headers, body: body)
         wait(for: [client.answered], timeout: 10)
         XCTAssertEqual(client.body, body)
@@ -93,16 +84,16 @@ final class StreamedBodyPaceTests: EngineTestCase {
         // When a large storable body arrives
         let handling = upstream.sendHead(0, status: 200, headers: headers)
         XCTAssertEqual(handling, BodyHandling(relays: true, keepsUpTo: 0), "kept only in its file")
-        let (early, sent) = sendBodyElsewhere()
+        let sending = sendBodyElsewhere()
         // Then the transfer waits for the disk once the bytes not written pass the bound
         let bound = StreamedEntryFile.maximumPendingBytes
         let file = try XCTUnwrap(files.withLock { $0.first })
         wait(for: [ConditionExpectation("more than the bound appended") { file.appendedBytes > bound }], timeout: 10)
-        XCTAssertEqual(XCTWaiter().wait(for: [early], timeout: 0.3), .timedOut, "a piece waits for the disk")
+        XCTAssertEqual(XCTWaiter().wait(for: [sending.early], timeout: 0.3), .timedOut, "a piece waits for the disk")
         XCTAssertEqual(file.appendedBytes, bound + (16 << 10))
         // And goes on once the disk takes the bytes
         disk.release()
-        wait(for: [sent], timeout: 10)
+        wait(for: [sending.done], timeout: 10)
         XCTAssertEqual(try file.readBody(), body)
     }
 }

@@ -162,24 +162,9 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
 
     // MARK: A disk slower than the network
 
-    /// Appends `pieces` on another thread, as a transfer's callbacks do; both expectations are
-    /// fulfilled once every `append` returned (each may be waited for once: the first to see
-    /// that they did not yet).
-    private func appendElsewhere(_ pieces: [Data], to file: StreamedEntryFile, bodyIsKept: Bool)
-        -> (early: XCTestExpectation, appended: XCTestExpectation) {
-        let (early, appended) = (XCTestExpectation(description: "every append returned early"),
-                                 XCTestExpectation(description: "every append returned"))
-        DispatchQueue.global().async {
-            for piece in pieces { file.append(piece, bodyIsKept: bodyIsKept) }
-            early.fulfill()
-            appended.fulfill()
-        }
-        return (early, appended)
-    }
-
-    /// `body` in pieces of 16 KB, what corelibs hands over.
-    private func pieces(of body: Data) -> [Data] {
-        stride(from: 0, to: body.count, by: 16 << 10).map { body[$0..<min(body.count, $0 + (16 << 10))] }
+    /// Appends `pieces` on another thread, as a transfer's callbacks do.
+    private func appendElsewhere(_ pieces: [Data], to file: StreamedEntryFile, bodyIsKept: Bool) -> BackgroundWork {
+        BackgroundWork { for piece in pieces { file.append(piece, bodyIsKept: bodyIsKept) } }
     }
 
     private func entriesDirectory() throws -> URL {
@@ -212,14 +197,14 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
     /// The appends (`appendElsewhere`) stop once `file` took `stop` bytes and wait there for the
     /// disk; once it is released, they go on to the end.
     private func assertTheAppendsWait(at stop: Int, _ file: StreamedEntryFile, for disk: StalledDisk,
-                                      _ appending: (early: XCTestExpectation, appended: XCTestExpectation),
+                                      _ appending: BackgroundWork,
                                       file path: StaticString = #filePath, line: UInt = #line) {
         waitUntil("\(stop) bytes appended") { file.appendedBytes >= stop }
         XCTAssertEqual(XCTWaiter().wait(for: [appending.early], timeout: 0.3), .timedOut, "an append waits for the disk",
                        file: path, line: line)
         XCTAssertEqual(file.appendedBytes, stop, "the appends stopped there", file: path, line: line)
         disk.release()
-        wait(for: [appending.appended], timeout: 30)
+        wait(for: [appending.done], timeout: 30)
     }
 
     func testABodyKeptWholeInMemoryIsNotHeldBackByADiskThatStalls() throws {
@@ -227,9 +212,9 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
         let (disk, file) = try fileOnAStalledDisk("/kept")
         let body = Data.pattern(6 << 20, seed: 5)
         // When all of it arrives
-        let (_, appended) = appendElsewhere(pieces(of: body), to: file, bodyIsKept: true)
+        let appending = appendElsewhere(body.pieces(of: 16 << 10), to: file, bodyIsKept: true)
         // Then every piece was taken without waiting for the disk
-        wait(for: [appended], timeout: 10)
+        wait(for: [appending.done], timeout: 10)
         XCTAssertEqual(file.appendedBytes, body.count)
         // And once the disk takes them, the file holds the body byte for byte
         disk.release()
@@ -241,7 +226,7 @@ final class StreamedEntryFileTests: TemporaryDirectoryTestCase {
         let (disk, file) = try fileOnAStalledDisk("/handed-on")
         let body = Data.pattern(6 << 20, seed: 6)
         // When it arrives
-        let appending = appendElsewhere(pieces(of: body), to: file, bodyIsKept: false)
+        let appending = appendElsewhere(body.pieces(of: 16 << 10), to: file, bodyIsKept: false)
         // Then the transfer waits at the first piece past the bound (memory stays bounded, and
         // the transfer goes at the disk's pace), and goes on once the disk takes the bytes
         assertTheAppendsWait(at: StreamedEntryFile.maximumPendingBytes + (16 << 10), file, for: disk, appending)

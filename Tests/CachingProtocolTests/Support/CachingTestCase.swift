@@ -209,6 +209,12 @@ extension Data {
     static func pattern(_ count: Int, seed: UInt8 = 0) -> Data {
         Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &+ $0 / 251) })
     }
+
+    /// The bytes in pieces of `size` (the last one shorter), in order: 16 KB is what corelibs
+    /// hands a transfer's delegate at a time.
+    func pieces(of size: Int) -> [Data] {
+        stride(from: startIndex, to: endIndex, by: size).map { self[$0..<Swift.min(endIndex, $0 + size)] }
+    }
 }
 
 extension XCTestCase {
