@@ -44,6 +44,19 @@ extension BenchmarkSuite {
                         layered: { try self.fetch(layered, largeURL("layered=\($0)"), expecting: large) })
         }
         try misses("in-process origin", small: { origin.url("/small?\($0)") }, large: { origin.url("/large?\($0)") })
+        // The same 10 MB miss through a cache whose largest entry is smaller than the body: the
+        // layer passes it on and stores nothing, so this row is its work without the store's (no
+        // target). Two sides only: with the forwarding floor taking turns, the direct requests
+        // take longer (Docs/benchmarks.md, "Why new page-cache pages are slow here").
+        let passingCache = CachingURLCache(memoryCapacity: 64 << 20, diskCapacity: 1 << 30, directory: directory("costs-passed"))
+        passingCache.maximumEntrySize = 5 << 20
+        let passing = cachingSession(passingCache)
+        defer { passing.invalidateAndCancel() }
+        try compare("miss 10 MB, in-process origin, over the largest entry", iterations: scale.largeIterations, target: nil,
+                    cache: passingCache, note: "passed on, not stored (largest entry 5 MB)",
+                    direct: { try self.fetch(direct, origin.url("/large?direct-passed=\($0)"), expecting: large) },
+                    layered: { try self.fetch(passing, origin.url("/large?layered-passed=\($0)"), expecting: large) })
+        guard passingCache.entries().isEmpty else { throw BenchmarkError("a body over the largest entry was stored") }
         // The same 10 MB miss timed until its body is on disk: what waiting for the store costs
         // where the disk is slower than the network (no target: it measures the disk).
         try compare("miss 10 MB, in-process origin, timed until on disk", iterations: scale.largeIterations, target: nil,
