@@ -39,19 +39,23 @@ final class ResourcePairTests: LoaderRulesTestCase {
     // MARK: Peak memory
 
     /// The peak resident size (kB) of a process that GETs `path` as a delegate's task, without
-    /// and with the layer, and what each printed.
-    private func peakMemory(_ path: String) throws -> (without: Int, with: Int, outputs: [String]) {
-        var peaks: [Int] = []
-        var outputs: [String] = []
-        for side in ["without", "with"] {
-            let run = try CacheTestToolRunner.run(["peak-memory", side, origin.url(path).absoluteString,
-                                                   directory.appendingPathComponent(side).path])
-            XCTAssertEqual(run.status, 0, "\(side): \(run.errors)")
-            let line = run.output.split(separator: "\n").first { $0.hasPrefix("peak-rss-kb ") }
-            peaks.append(line.flatMap { Int($0.dropFirst("peak-rss-kb ".count)) } ?? -1)
-            outputs.append(run.output)
+    /// and with the layer, and what each run printed (two runs a side, in turn). The lower peak
+    /// of a side's two runs counts: a side's peak jumps now and then, with the layer or without
+    /// it, when the app's delegate falls behind the loopback transfer.
+    private func peakMemory(_ path: String) throws -> (without: Int, with: Int, outputs: (without: [String], with: [String])) {
+        var peaks: [String: Int] = [:]
+        var outputs: [String: [String]] = [:]
+        for round in 0..<2 {
+            for side in ["without", "with"] {
+                let run = try CacheTestToolRunner.run(["peak-memory", side, origin.url(path).absoluteString,
+                                                       directory.appendingPathComponent("\(side)-\(round)").path])
+                XCTAssertEqual(run.status, 0, "\(side): \(run.errors)")
+                let line = run.output.split(separator: "\n").first { $0.hasPrefix("peak-rss-kb ") }
+                peaks[side] = min(peaks[side] ?? .max, line.flatMap { Int($0.dropFirst("peak-rss-kb ".count)) } ?? -1)
+                outputs[side, default: []].append(run.output)
+            }
         }
-        return (peaks[0], peaks[1], outputs)
+        return (peaks["without"] ?? -1, peaks["with"] ?? -1, (outputs["without"] ?? [], outputs["with"] ?? []))
     }
 
     private static let megabyte = 1 << 20
@@ -68,10 +72,13 @@ final class ResourcePairTests: LoaderRulesTestCase {
         let body = Self.body(300 * Self.megabyte)
         origin.handle("/large") { _ in OriginResponse(status: 200, headers: headers, body: body) }
         let (without, with, outputs) = try peakMemory("/large")
-        print("peak-memory \(headers.map(\.description)): without \(without / 1024) MB, with \(with / 1024) MB\n\(outputs[1])")
-        XCTAssertTrue(outputs[0].contains("result status 200 bytes \(body.count)"), outputs[0], file: file, line: line)
-        XCTAssertTrue(outputs[1].contains("result status 200 bytes \(body.count)"), outputs[1], file: file, line: line)
-        XCTAssertTrue(outputs[1].contains("not-stored [\"\(expectedReason)\"]"), outputs[1], file: file, line: line)
+        print("peak-memory \(headers.map(\.description)): without \(without / 1024) MB, with \(with / 1024) MB\n\(outputs.with.joined())")
+        for output in outputs.without + outputs.with {
+            XCTAssertTrue(output.contains("result status 200 bytes \(body.count)"), output, file: file, line: line)
+        }
+        for output in outputs.with {
+            XCTAssertTrue(output.contains("not-stored [\"\(expectedReason)\"]"), output, file: file, line: line)
+        }
         XCTAssertGreaterThan(without, 0, file: file, line: line)
         XCTAssertLessThanOrEqual(with, without + 16 * 1024, "peak kB with the layer, against \(without) without", file: file, line: line)
     }
@@ -97,9 +104,11 @@ final class ResourcePairTests: LoaderRulesTestCase {
                            transfer: .chunked(chunkSize: 64 << 10))
         }
         let (without, with, outputs) = try peakMemory("/events")
-        print("peak-memory event stream: without \(without / 1024) MB, with \(with / 1024) MB\n\(outputs[1])")
-        XCTAssertTrue(outputs[1].contains("result status 200 bytes \(body.count)"), outputs[1])
-        XCTAssertTrue(outputs[1].contains("not-stored [\"eventStream\"]"), outputs[1])
+        print("peak-memory event stream: without \(without / 1024) MB, with \(with / 1024) MB\n\(outputs.with.joined())")
+        for output in outputs.with {
+            XCTAssertTrue(output.contains("result status 200 bytes \(body.count)"), output)
+            XCTAssertTrue(output.contains("not-stored [\"eventStream\"]"), output)
+        }
         XCTAssertLessThanOrEqual(with, without + 16 * 1024, "peak kB with the layer, against \(without) without")
     }
 
