@@ -38,20 +38,24 @@ final class ResourcePairTests: LoaderRulesTestCase {
 
     // MARK: Peak memory
 
-    /// The peak resident size (kB) of a process that GETs `path` as a delegate's task, without
+    /// The peak resident size (kB) of a `CacheTestTool` run of `command` (`peak-memory`: one GET
+    /// of `path` as a delegate's task; `peak-memory-stored`: `arguments` of them at once), without
     /// and with the layer, and what each run printed (two runs a side, in turn). The lower peak
     /// of a side's two runs counts: a side's peak jumps now and then, with the layer or without
-    /// it, when the app's delegate falls behind the loopback transfer.
-    private func peakMemory(_ path: String) throws -> (without: Int, with: Int, outputs: (without: [String], with: [String])) {
+    /// it, when the app's delegates fall behind the loopback transfer.
+    private func peakMemory(_ path: String, command: String = "peak-memory", arguments: [String] = [])
+        throws -> (without: Int, with: Int, outputs: (without: [String], with: [String])) {
         var peaks: [String: Int] = [:]
         var outputs: [String: [String]] = [:]
         for round in 0..<2 {
             for side in ["without", "with"] {
-                let run = try CacheTestToolRunner.run(["peak-memory", side, origin.url(path).absoluteString,
-                                                       directory.appendingPathComponent("\(side)-\(round)").path])
+                let run = try CacheTestToolRunner.run([command, side, origin.url(path).absoluteString,
+                                                       directory.appendingPathComponent("\(side)-\(round)").path] + arguments)
                 XCTAssertEqual(run.status, 0, "\(side): \(run.errors)")
                 let line = run.output.split(separator: "\n").first { $0.hasPrefix("peak-rss-kb ") }
-                peaks[side] = min(peaks[side] ?? .max, line.flatMap { Int($0.dropFirst("peak-rss-kb ".count)) } ?? -1)
+                let peak = try XCTUnwrap(line.flatMap { Int($0.dropFirst("peak-rss-kb ".count)) }, "\(side): \(run.output)")
+                print("\(command) \(path), \(side), run \(round + 1): \(peak / 1024) MB")
+                peaks[side] = min(peaks[side] ?? .max, peak)
                 outputs[side, default: []].append(run.output)
             }
         }
@@ -125,27 +129,15 @@ final class ResourcePairTests: LoaderRulesTestCase {
         origin.network = SimulatedNetwork(roundTrip: 0, bytesPerSecond: rate)
         let body = Self.body(40 * Self.megabyte)
         origin.handle("/stored") { _ in OriginResponse(status: 200, headers: [HTTPField("Cache-Control", "max-age=600")], body: body) }
-        var peaks: [String: Int] = [:]
-        var outputs: [String: String] = [:]
-        for round in 0..<2 {
-            for side in ["without", "with"] {
-                let run = try CacheTestToolRunner.run(["peak-memory-stored", side, origin.url("/stored").absoluteString,
-                                                       directory.appendingPathComponent("\(side)-\(round)").path, "4"])
-                XCTAssertEqual(run.status, 0, "\(side): \(run.errors)")
-                let line = run.output.split(separator: "\n").first { $0.hasPrefix("peak-rss-kb ") }
-                let peak = line.flatMap { Int($0.dropFirst("peak-rss-kb ".count)) } ?? -1
-                print("peak-memory 4 × 40 MB stored, \(side), run \(round + 1): \(peak / 1024) MB")
-                peaks[side] = min(peaks[side] ?? .max, peak)
-                outputs[side] = run.output
-            }
+        let (without, with, outputs) = try peakMemory("/stored", command: "peak-memory-stored", arguments: ["4"])
+        print("peak-memory 4 × 40 MB stored: without \(without / 1024) MB, with \(with / 1024) MB\n\(outputs.with.joined())")
+        for output in outputs.without + outputs.with {
+            let results = output.split(separator: "\n").filter { $0.hasPrefix("result ") }
+            XCTAssertEqual(results, Array(repeating: "result status 200 bytes \(body.count)", count: 4), output)
         }
-        let without = try XCTUnwrap(peaks["without"]), with = try XCTUnwrap(peaks["with"])
-        print("peak-memory 4 × 40 MB stored: without \(without / 1024) MB, with \(with / 1024) MB\n\(outputs["with"] ?? "")")
-        for side in ["without", "with"] {
-            let results = outputs[side]?.split(separator: "\n").filter { $0.hasPrefix("result ") } ?? []
-            XCTAssertEqual(results, Array(repeating: "result status 200 bytes \(body.count)", count: 4), outputs[side] ?? "")
+        for output in outputs.with {
+            XCTAssertTrue(output.contains("stored 4"), output)
         }
-        XCTAssertTrue(outputs["with"]?.contains("stored 4") == true, outputs["with"] ?? "")
         XCTAssertGreaterThan(without, 0)
         XCTAssertLessThanOrEqual(with, without + 16 * 1024, "peak kB with the layer, against \(without) without")
     }
